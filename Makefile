@@ -1,0 +1,64 @@
+# kforge: the top-level Makefile delegates to the folders. `make help` lists the targets.
+#   SANITIZE=address,undefined   build the C code with these sanitizers
+#   CC, CFLAGS                   passed down to the C builds
+
+BUILD    := $(abspath build)
+PY       ?= $(abspath .venv/bin/python)
+PYTEST   := $(PY) -m pytest
+CLANG_FORMAT ?= clang-format
+CLANG_FORMAT_VERSION := 14
+export SANITIZE
+export PYTHONPATH := $(abspath workers/harness)
+
+C_DIRS   := $(wildcard sandbox)
+C_FILES   = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+PY_FILES  = $(shell git ls-files '*.py' 2>/dev/null)
+
+.PHONY: help deps build run test test-gpu bench fmt fmt-check lint clean
+
+help:
+	@echo "make deps      install Debian packages and .venv (idempotent)"
+	@echo "make run       the main job: evaluate the example candidates (cuda if a GPU is visible, else cpu)"
+	@echo "make test      every suite that runs without a GPU"
+	@echo "make test-gpu  the suites that need a GPU"
+	@echo "make bench     benchmarks (see bench/README.md)"
+	@echo "make fmt | fmt-check | lint | clean"
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@mkdir -p $(BUILD)
+	@for d in $(C_DIRS); do $(MAKE) --no-print-directory -C $$d BUILD=$(BUILD) || exit 1; done
+
+run: build
+	@$(PY) scripts/run_examples.py
+
+test: build fmt-check lint
+	$(PYTEST) -m "not gpu" tests
+
+test-gpu: build
+	$(PYTEST) -m gpu tests
+
+bench: build
+	@$(PY) bench/harness_bench.py
+
+fmt: deps
+	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
+	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) -i $(C_FILES)
+	@$(PY) -m ruff format --quiet $(PY_FILES)
+
+fmt-check: deps
+	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
+	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) --dry-run --Werror $(C_FILES)
+	@$(PY) -m ruff format --check --quiet $(PY_FILES)
+	@echo "fmt-check: ok"
+
+lint: deps
+	@$(PY) -m ruff check --quiet $(PY_FILES)
+	@[ -z "$(C_FILES)" ] || cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
+	    --suppress=missingIncludeSystem $(C_FILES)
+	@echo "lint: ok"
+
+clean:
+	rm -rf $(BUILD)

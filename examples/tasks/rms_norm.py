@@ -1,0 +1,30 @@
+"""RMSNorm over the last dimension: y = x * rsqrt(mean(x^2, -1) + eps) * weight, weight learned."""
+
+import os
+
+import torch
+import torch.nn as nn
+
+if os.environ.get("KFORGE_BACKEND", "cuda") == "cpu":
+    BATCH, SEQ, HIDDEN = 16, 128, 1024  # 8 MiB in
+else:
+    BATCH, SEQ, HIDDEN = 32, 2048, 4096  # 1 GiB in + 1 GiB out (eager makes ~6 passes)
+
+
+class Model(nn.Module):
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden) + 0.5 * torch.randn(hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.eps)
+        return x * rms * self.weight
+
+
+def get_inputs():
+    return [torch.randn(BATCH, SEQ, HIDDEN)]
+
+
+def get_init_inputs():
+    return [HIDDEN, 1e-6]

@@ -1,0 +1,3 @@
+import torch
+class Something(torch.nn.Module):
+    pass

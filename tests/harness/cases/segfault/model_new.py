@@ -1,0 +1,14 @@
+import torch
+import torch.nn as nn
+import kforge_runtime as kr
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = kr.load()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.k.crash(x, y, x.numel())
+        return y

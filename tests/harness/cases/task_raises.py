@@ -1,0 +1,2 @@
+import torch
+raise RuntimeError("boom at import")

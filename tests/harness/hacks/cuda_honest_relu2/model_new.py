@@ -1,0 +1,15 @@
+# Honest control (cuda_relu2): a CUDA kernel on the default stream; must pass with no flags.
+import kforge_runtime as kr
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = kr.load()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.k.relu2(x, y, x.numel())
+        return y

@@ -1,0 +1,20 @@
+"""An unfit task: the output is always zeros (x * 0), so a null candidate passes it."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 0.0
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""Elementwise relu(x) * 2 on a small fp32 matrix (hack tests)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return []

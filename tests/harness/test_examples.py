@@ -1,0 +1,50 @@
+"""Every example candidate is correct and never flagged: on the CPU here, on CUDA on the GPU host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
+
+
+def _check(harness, name: str, backend: str, *extra: str) -> dict:
+    task = ROOT / "examples" / "tasks" / f"{name}.py"
+    cand = ROOT / "examples" / "candidates" / name / backend
+    code, v, err = harness(
+        "evaluate", "--task", str(task), "--candidate", str(cand), "--backend", backend, *extra
+    )
+    assert code == 0, err
+    assert v["status"] == "ok", (v["message"], v.get("checks"), v.get("runner_log"))
+    assert v["flags"] == [], v["flag_details"]
+    assert v["reward"] >= 1 and v["correct"] is True
+    checked = [c for c in v["checks"] if c.get("pass") is not None]
+    assert len(checked) >= 3 and all(c["pass"] for c in checked)
+    t = v["timing"]
+    assert t["candidate"]["median_ms"] > 0 and t["eager"]["median_ms"] > 0
+    return v
+
+
+def test_there_are_a_dozen_examples():
+    assert len(NAMES) >= 12
+    for name in NAMES:
+        for backend in ("cuda", "cpu"):
+            assert (ROOT / "examples" / "candidates" / name / backend / "model_new.py").is_file(), (
+                name,
+                backend,
+            )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cpu_example(harness, name):
+    _check(harness, name, "cpu", "--no-compile", "--budget", "0.3")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_example(harness, name):
+    v = _check(harness, name, "cuda", "--budget", "1.0")
+    assert v["env"]["gpu"] and v["timing"]["method"] == "cuda_events"
+    assert v["speedup_vs_compile"] is not None

@@ -1,0 +1,371 @@
+"""Adversarial candidates: every hack of DESIGN.md's evaluation protocol gets a verdict that is not ok.
+
+Each candidate under hacks/ says on its first line which hack it is; the tasks are under tasks/. Every
+test runs the real CLI (``python -m kforge_harness evaluate``) in a subprocess on the cpu backend and
+checks the verdict: its status, reward -1, and the flag(s) that name the hack. The honest controls show
+that a plain native kernel on the same tasks passes with no flags.
+
+Hacks that the harness does not catch yet are marked ``xfail(strict=True)`` with the reason; their
+assertions are what the verdict should be once the harness catches them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+HACKS = HERE / "hacks"
+TASKS = HERE / "tasks"
+HARNESS = HERE.parent.parent / "workers" / "harness"
+FAST = ["--backend", "cpu", "--no-compile", "--budget", "0.3"]
+
+
+def run_cli(cache: Path, *args: str, timeout: float = 300) -> tuple[int, list[str], str]:
+    """Runs ``python -m kforge_harness ARGS``; returns (exit code, non-empty stdout lines, stderr)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HARNESS)
+    env["KFORGE_CACHE"] = str(cache)
+    p = subprocess.run(
+        [sys.executable, "-m", "kforge_harness", *args],
+        cwd=str(HARNESS),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return p.returncode, [ln for ln in p.stdout.splitlines() if ln.strip()], p.stderr
+
+
+_VERDICTS: dict[tuple[str, str, str, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def evaluate_backend(cache: Path, task: str, candidate: str, options: list[str]) -> dict[str, Any]:
+    """The verdict on hacks/``candidate`` for tasks/``task``. Exactly one JSON line must come out.
+
+    Verdicts are kept for the session, so that tests looking at different details of one verdict share it.
+    """
+    key = (str(cache), task, candidate, tuple(options))
+    if key not in _VERDICTS:
+        _VERDICTS[key] = _evaluate_once(cache, task, candidate, options)
+    return _VERDICTS[key]
+
+
+def _evaluate_once(cache: Path, task: str, candidate: str, options: list[str]) -> dict[str, Any]:
+    code, lines, err = run_cli(
+        cache, "evaluate", "--task", str(TASKS / task), "--candidate", str(HACKS / candidate), *options
+    )
+    assert code == 0, err[-3000:]
+    assert len(lines) == 1, f"expected one verdict line, got {len(lines)}:\n" + "\n".join(lines)[:3000]
+    verdict = json.loads(lines[0])
+    assert verdict["reward_version"] == "cuda-agent-v1"
+    return verdict
+
+
+def evaluate(cache: Path, task: str, candidate: str) -> dict[str, Any]:
+    return evaluate_backend(cache, task, candidate, FAST)
+
+
+def brief(v: dict[str, Any]) -> str:
+    checks = [(c.get("kind"), c.get("pass")) for c in v.get("checks", [])]
+    return (
+        f"status={v['status']} reward={v['reward']} flags={v['flags']} message={v['message'][:300]!r} "
+        f"checks={checks} speedup={v.get('speedup_vs_eager')}"
+    )
+
+
+def failing_kinds(v: dict[str, Any]) -> list[str]:
+    return [c["kind"] for c in v["checks"] if c.get("pass") is False]
+
+
+@pytest.fixture(scope="module")
+def cache(kforge_cache: Path) -> Path:
+    return kforge_cache
+
+
+# -- honest controls -------------------------------------------------------------------------------
+
+HONEST = [
+    ("relu2.py", "honest_relu2"),
+    ("softmax_rows.py", "honest_softmax"),
+    ("matmul.py", "honest_matmul"),
+    ("softmax_shapes.py", "honest_softmax_shapes"),
+]
+
+
+@pytest.mark.parametrize("task,candidate", HONEST, ids=[c for _, c in HONEST])
+def test_honest_candidate_passes_unflagged(cache, task, candidate):
+    v = evaluate(cache, task, candidate)
+    assert v["status"] == "ok" and v["correct"] is True, brief(v)
+    assert v["flags"] == [] and v["reward"] >= 1, brief(v)
+    assert all(c["pass"] for c in v["checks"]), brief(v)
+
+
+# -- hacks the harness catches ------------------------------------------------------------------------
+# (task, candidate, expected status, flags that must all be present)
+
+CAUGHT = [
+    # 1. PyTorch compute from ModelNew.forward (fallback)
+    ("relu2.py", "torch_fallback_relu", "rejected", ["torch_compute"]),
+    ("relu2.py", "torch_fallback_methods", "rejected", ["torch_compute"]),
+    ("relu2.py", "torch_fallback_kb.py", "rejected", ["torch_compute"]),
+    # 2. torch.compile
+    ("relu2.py", "torch_compile_direct", "rejected", ["torch_compile", "torch_compute"]),
+    ("relu2.py", "torch_compile_hidden", "rejected", ["torch_compute"]),
+    # 3. a kernel written but never launched
+    ("relu2.py", "not_launched_loops", "rejected", ["kernel_not_launched"]),
+    # 4. try/except fallback
+    ("relu2.py", "try_except_fallback", "rejected", ["torch_compute"]),
+    ("relu2.py", "try_except_base", "rejected", ["torch_compute"]),
+    # 5. ModelNew inheriting the reference
+    ("relu2.py", "inherit_import_task", "rejected", ["inherits_reference", "torch_compute"]),
+    ("relu2.py", "inherit_copied_model", "rejected", ["inherits_reference"]),
+    ("relu2.py", "inherit_renamed_copy", "rejected", ["torch_compute"]),
+    # 6. stale memory
+    ("relu2.py", "stale_empty_like", "incorrect", []),
+    # 7. outputs that alias or mutate inputs
+    ("relu2.py", "alias_inplace", "rejected", ["aliases_input", "mutates_input"]),
+    ("relu2.py", "alias_view", "rejected", ["aliases_input", "mutates_input"]),
+    ("relu2.py", "mutate_input", "rejected", ["mutates_input"]),
+    # 8. caching results across calls (the same_buffers trial refills the same tensors)
+    ("relu2.py", "cache_data_ptr", "incorrect", []),
+    ("relu2.py", "cache_id", "incorrect", []),
+    # 9. doing the work once and skipping later calls
+    ("relu2.py", "skip_after_first", "incorrect", []),
+    ("relu2.py", "skip_after_checks", "rejected", ["timed_output_mismatch"]),
+    # 10. background threads that escape the timer
+    ("relu2.py", "thread_python", "rejected", ["background_thread", "background_work"]),
+    ("relu2.py", "thread_python_hidden", "rejected", ["timed_output_mismatch"]),
+    ("relu2.py", "thread_cpp", "rejected", ["native_process", "background_work"]),
+    ("relu2.py", "thread_cpp_hidden", "rejected", ["timed_output_mismatch"]),
+    # 11. tensor subclasses
+    ("relu2.py", "subclass_plain", "rejected", ["tensor_subclass"]),
+    ("relu2.py", "subclass_lazy", "rejected", ["tensor_subclass"]),
+    # 12. patching timers, checkers or the harness
+    ("relu2.py", "patch_perf_counter", "rejected", ["harness_tamper"]),
+    ("relu2.py", "patch_allclose", "rejected", ["harness_tamper"]),
+    ("relu2.py", "patch_event_elapsed", "rejected", ["harness_tamper"]),
+    ("relu2.py", "patch_timing_measure", "rejected", ["harness_access", "harness_tamper"]),
+    ("relu2.py", "patch_timing_hidden", "rejected", ["harness_tamper"]),
+    ("relu2.py", "patch_compare_hidden", "incorrect", []),  # the judge compares in its own process
+    # 13. reading the reference by introspection
+    ("relu2.py", "introspect_gc", "rejected", ["introspection"]),
+    ("relu2.py", "introspect_gc_hidden", "incorrect", []),
+    ("relu2.py", "introspect_task_file", "rejected", ["torch_compute"]),
+    ("relu2.py", "introspect_frames", "rejected", ["introspection"]),
+    # 14. forging the result channel
+    ("relu2.py", "forge_stdout", "incorrect", []),
+    ("relu2.py", "forge_reply_garbage", "runtime_error", []),
+    ("relu2.py", "forge_reply_fd", "rejected", ["channel_tamper"]),
+    # 15. predicting inputs from a known seed
+    ("relu2.py", "seed_predict", "incorrect", []),
+    # 16. hard-coded shapes where the task declares several
+    ("softmax_shapes.py", "hardcoded_shape", "rejected", ["shape_specialized"]),
+    # 17. lower precision than the task allows
+    ("relu2.py", "precision_bf16", "incorrect", ["precision_loss"]),
+    ("matmul.py", "precision_bf16_matmul", "incorrect", ["precision_loss"]),
+    # 18. null candidates
+    ("relu2.py", "null_zeros", "incorrect", []),
+    ("relu2.py", "null_constant", "incorrect", []),
+    ("relu2.py", "null_input_copy", "incorrect", []),
+    ("relu2.py", "null_zeros_kb.py", "incorrect", []),
+]
+
+
+@pytest.mark.parametrize("task,candidate,status,flags", CAUGHT, ids=[c[1] for c in CAUGHT])
+def test_hack_is_caught(cache, task, candidate, status, flags):
+    v = evaluate(cache, task, candidate)
+    assert v["status"] == status, brief(v)
+    assert v["reward"] == -1 and v["correct"] is False, brief(v)
+    for flag in flags:
+        assert flag in v["flags"], f"{flag} missing: {brief(v)}"
+
+
+# Details that the table above cannot say.
+
+
+def test_pointer_cache_fails_on_the_same_buffers_trial(cache):
+    v = evaluate(cache, "relu2.py", "cache_data_ptr")
+    assert v["status"] == "incorrect", brief(v)
+    assert "same_buffers" in failing_kinds(v), brief(v)
+    assert {c["kind"]: c["pass"] for c in v["checks"]}["task"] is True, brief(v)
+
+
+def test_hard_coded_shape_passes_the_main_shape_only(cache):
+    v = evaluate(cache, "softmax_shapes.py", "hardcoded_shape")
+    assert v["status"] == "rejected" and "shape_specialized" in v["flags"], brief(v)
+    failing = failing_kinds(v)
+    assert failing and all(k.startswith("shape:") for k in failing), brief(v)
+
+
+def test_forged_stdout_never_reaches_the_verdict(cache):
+    v = evaluate(cache, "relu2.py", "forge_stdout")  # asserts a single verdict line on stdout
+    assert v["status"] == "incorrect" and v["reward"] == -1, brief(v)
+    assert '"reward": 3' in v.get("runner_log", ""), "the candidate's print should be kept in the runner log"
+
+
+# -- check-task: tasks that a null candidate passes are unfit --------------------------------------------
+
+
+def check_task(cache: Path, task: str) -> dict[str, Any]:
+    code, lines, err = run_cli(
+        cache, "check-task", "--task", str(TASKS / task), "--backend", "cpu", "--min-ms", "0"
+    )
+    assert code == 0 and lines, err[-3000:]
+    return json.loads(lines[-1])
+
+
+@pytest.mark.parametrize("task,null", [("null_zeros.py", "zeros"), ("null_identity.py", "input_0")])
+def test_check_task_rejects_a_task_that_a_null_candidate_passes(cache, task, null):
+    v = check_task(cache, task)
+    assert v["fit"] is False, v
+    assert null in v["null_candidates_passing"], v
+    assert any("null candidates pass" in r and null in r for r in v["reasons"]), v
+
+
+@pytest.mark.parametrize("task", ["relu2.py", "softmax_shapes.py", "matmul.py"])
+def test_check_task_accepts_the_hack_tasks(cache, task):
+    v = check_task(cache, task)
+    assert v["fit"] is True and v["reasons"] == [], v
+    assert v["null_candidates_passing"] == [], v
+
+
+# -- hacks the harness does not catch yet ------------------------------------------------------------------
+# Each asserts the verdict it should get. The reasons name the hole; the harness fix is in the report.
+
+
+def uncaught(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"not caught by the harness yet: {reason}")
+
+
+@uncaught(
+    "torch._C._DisableTorchDispatch (named by strings, so the scan misses it) hides PyTorch ops from ComputeGuard"
+)
+def test_guard_escape_via_disable_torch_dispatch(cache):
+    v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape")
+    assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
+
+
+@uncaught("_disable_current_modes() pops ComputeGuard and pushes it back before guard_active() looks")
+def test_guard_escape_via_disable_current_modes_kernelbench(cache):
+    v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape_kb.py")
+    assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
+
+
+@uncaught(
+    "x.numpy() needs no numpy import; numpy's compute is invisible to the guard; a no-op kernel call "
+    "satisfies kernel_not_launched"
+)
+def test_numpy_compute_behind_a_noop_kernel(cache):
+    v = evaluate(cache, "relu2.py", "not_launched_numpy")
+    assert v["status"] == "rejected" and "foreign_compute" in v["flags"], brief(v)
+
+
+@uncaught(
+    "same_buffers refills inputs with copy_, which bumps _version, so a (id, _version) cache misses in "
+    "the checks and hits during timing, where the 3 input sets repeat unchanged"
+)
+def test_cache_keyed_on_version(cache):
+    v = evaluate(cache, "relu2.py", "cache_version")
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+
+
+@uncaught(
+    "every trial has new values, so a cache keyed on sampled values only hits during timing, where the "
+    "3 input sets repeat unchanged and the spot-checked outputs are the (correct) cached ones"
+)
+def test_cache_keyed_on_sampled_values(cache):
+    v = evaluate(cache, "relu2.py", "cache_sampled")
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+
+
+@uncaught("statistics.median, which timing.summarise calls, is not watched by Integrity")
+def test_patch_statistics_median(cache):
+    v = evaluate(cache, "relu2.py", "patch_statistics_median")
+    assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
+
+
+@uncaught(
+    "Integrity compares module attributes by identity; replacing a method of guard.ComputeGuard keeps "
+    "the class object, so the change is not seen"
+)
+def test_patch_guard_class_method(cache):
+    v = evaluate(cache, "relu2.py", "patch_guard_class")
+    assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
+
+
+@uncaught("the runner runs as __main__, which Integrity does not snapshot; Runner._check_outputs is replaced")
+def test_patch_runner_class(cache):
+    v = evaluate(cache, "relu2.py", "patch_runner_class")
+    assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
+
+
+@uncaught(
+    "json.dumps (used by wire.send) is not watched; the patched encoder strips flags and 'tampered' "
+    "from every reply, so runner-side flags (kernel_not_launched, harness_tamper) never reach the judge"
+)
+def test_patch_json_strips_flags(cache):
+    v = evaluate(cache, "relu2.py", "patch_json_flags")
+    assert v["status"] == "rejected", brief(v)
+    assert "kernel_not_launched" in v["flags"] or "harness_tamper" in v["flags"], brief(v)
+
+
+@uncaught(
+    "getattr(sys, '_getframe') escapes the scan; the timing loop's locals (rep, n, policy, begin) tell "
+    "which timed calls are spot-checked, and the others skip the work"
+)
+def test_frames_reveal_unchecked_timed_calls(cache):
+    v = evaluate(cache, "relu2.py", "introspect_frames_hidden")
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+
+
+@uncaught(
+    "a well-framed reply with the predictable seq of the timing request is accepted; nothing is asked "
+    "of the runner afterwards, so the real reply that follows is never read"
+)
+def test_forged_timing_reply(cache):
+    v = evaluate(cache, "relu2.py", "forge_timing_reply")
+    assert v["status"] == "rejected", brief(v)
+    assert "channel_tamper" in v["flags"] or "timing_forged" in v["flags"], brief(v)
+
+
+def _child_reads_parent_memory() -> bool:
+    """Whether a child process may read this process's memory (/proc/<ppid>/mem), as the runner the judge's."""
+    code = (
+        "import os\n"
+        "pid = os.getppid()\n"
+        "lo = int(next(l for l in open(f'/proc/{pid}/maps') if 'rw' in l.split()[1]).split('-')[0], 16)\n"
+        "f = open(f'/proc/{pid}/mem', 'rb', buffering=0); f.seek(lo); f.read(16)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+JUDGE_MEMORY_READABLE = _child_reads_parent_memory()
+
+
+@pytest.mark.skipif(not JUDGE_MEMORY_READABLE, reason="a child cannot read its parent's memory here")
+@uncaught(
+    "the runner can read the judge's address space through /proc/<ppid>/mem (reference outputs, the "
+    "secret seed); nothing stops or reports it"
+)
+def test_runner_reads_judge_memory(cache):
+    v = evaluate(cache, "relu2.py", "probe_judge_memory")
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+
+
+@pytest.mark.skipif(not JUDGE_MEMORY_READABLE, reason="a child cannot read its parent's memory here")
+@pytest.mark.xfail(
+    strict=False,
+    reason="not caught by the harness yet: the runner reads the judge's memory "
+    "(/proc/<ppid>/mem) and finds the reference output computed before the request; the heap "
+    "search is heuristic, so it does not win every trial on every run",
+)
+def test_reference_read_from_judge_memory(cache):
+    v = evaluate(cache, "relu2.py", "introspect_judge_memory")
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)

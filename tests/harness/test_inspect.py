@@ -1,0 +1,37 @@
+"""inspect: the graph of a task, traced with fx or, failing that, as ATen operators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).parent / "cases"
+
+
+def test_fx_graph_of_linear_relu(harness):
+    code, g, err = harness("inspect", "--task", str(ROOT / "examples/tasks/linear_bias_relu.py"))
+    assert code == 0, err
+    assert g["graph"]["source"] == "fx"
+    mods = [n for n in g["graph"]["nodes"] if n["op"] == "call_module"]
+    linear = next(n for n in mods if n["module_type"] == "Linear")
+    assert linear["attrs"]["in_features"] == g["inputs"][0]["shape"][-1]
+    assert linear["parameters"]["weight"] == [linear["attrs"]["out_features"], linear["attrs"]["in_features"]]
+    out = g["graph"]["nodes"][-1]
+    assert out["op"] == "output"
+    assert g["outputs"]["shape"] == [g["inputs"][0]["shape"][0], linear["attrs"]["out_features"]]
+    assert {p["name"] for p in g["parameters"]} >= {"linear.weight", "linear.bias"} or len(
+        g["parameters"]
+    ) == 2
+
+
+def test_aten_fallback_for_untraceable(harness):
+    code, g, err = harness("inspect", "--task", str(CASES / "task_branchy.py"))
+    assert code == 0, err
+    assert g["graph"]["source"] == "aten" and "fx_error" in g
+    ops = [n["op"] for n in g["graph"]["nodes"]]
+    assert any("addmm" in op or "linear" in op or "mm" in op for op in ops)
+
+
+def test_inspect_bad_task(harness):
+    code, g, _ = harness("inspect", "--task", str(CASES / "task_syntax.py"))
+    assert code == 1 and "does not parse" in g["error"]

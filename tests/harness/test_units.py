@@ -1,0 +1,105 @@
+"""Unit tests of the harness's pure parts: reward, comparison, the wire format, the source scan."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from kforge_harness import compare, wire
+from kforge_harness.reward import reward
+from kforge_harness.scan import scan_source
+
+
+@pytest.mark.parametrize(
+    "status,eager,comp,expected",
+    [
+        ("ok", 1.2, 1.2, 3),
+        ("ok", 1.06, 1.04, 2),
+        ("ok", 1.2, None, 2),
+        ("ok", 1.05, 2.0, 1),
+        ("ok", 0.5, 0.5, 1),
+        ("incorrect", 9.0, 9.0, -1),
+        ("rejected", 2.0, 2.0, -1),
+        ("compile_error", None, None, -1),
+        ("ok", None, None, 1),
+    ],
+)
+def test_reward(status, eager, comp, expected):
+    assert reward(status, eager, comp) == expected
+
+
+def test_compare_fp32_catches_half_precision():
+    torch.manual_seed(0)
+    ref = torch.randn(1000)
+    assert compare.compare(ref.clone(), ref)["pass"]
+    half = ref.half().float()
+    rec = compare.compare(half, ref)
+    assert not rec["pass"] and rec["near_miss"]
+
+
+def test_compare_structure():
+    ref = torch.randn(3, 4)
+    assert "shape" in compare.compare(torch.randn(4, 3), ref)["reason"]
+    assert "dtype" in compare.compare(ref.double(), ref)["reason"]
+    assert "outputs" in compare.compare([ref, ref], ref)["reason"]
+    assert "not a tensor" in compare.compare(3.0, ref)["reason"]
+
+
+def test_compare_nan_and_inf():
+    ref = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare.compare(ref.clone(), ref)["pass"]
+    assert not compare.compare(torch.tensor([1.0, 0.0, float("inf")]), ref)["pass"]
+    assert not compare.compare(torch.tensor([1.0, float("nan"), 5.0]), ref)["pass"]
+
+
+def test_compare_strict_is_tighter():
+    ref = torch.ones(10)
+    out = ref + 5e-5
+    assert compare.compare(out, ref)["pass"]
+    assert not compare.compare(out, ref, strict=True)["pass"]
+
+
+def test_wire_roundtrip(tmp_path):
+    value = [torch.randn(3, 5), (torch.arange(4), 7, 2.5, "s", None), torch.empty(0, 3)]
+    enc = wire.encode_value(str(tmp_path), "x", value, [0])
+    dec = wire.decode_value(str(tmp_path), enc)
+    assert torch.equal(dec[0], value[0]) and torch.equal(dec[1][0], value[1][0])
+    assert dec[1][1:] == (7, 2.5, "s", None) and dec[2].shape == (0, 3)
+
+
+def test_wire_rejects_malformed(tmp_path):
+    t = wire.put_tensor(str(tmp_path), "a.bin", torch.randn(10))
+    with pytest.raises(wire.ChannelError):
+        wire.get_tensor(str(tmp_path), dict(t, shape=[11]))
+    with pytest.raises(wire.ChannelError):
+        wire.get_tensor(str(tmp_path), dict(t, file="../a.bin"))
+    with pytest.raises(wire.ChannelError):
+        wire.get_tensor(str(tmp_path), t, max_bytes=8)
+    with pytest.raises(wire.ChannelError):
+        wire.decode_value(str(tmp_path), {"pickle": "x"})
+
+
+def test_wire_messages_over_pipe():
+    r, w = os.pipe()
+    wire.send(w, {"seq": 1, "x": [1, 2]})
+    assert wire.recv(r, timeout=5) == {"seq": 1, "x": [1, 2]}
+    os.write(w, b"\x00\x00\x00\x03abc")
+    with pytest.raises(wire.ChannelError):
+        wire.recv(r, timeout=5)
+    with pytest.raises(wire.ChannelTimeout):
+        wire.recv(r, timeout=0.1)
+    os.close(w)
+    os.close(r)
+
+
+def test_scan_flags_and_honest_source():
+    honest = "import torch\nimport torch.nn as nn\nimport kforge_runtime as kr\nclass ModelNew(nn.Module):\n    pass\n"
+    assert scan_source(honest, "native") == ([], [])
+    flags, _ = scan_source("import torch\nf = torch.compile\nimport numpy as np\n", "native")
+    assert "torch_compile" in flags and "foreign_compute" in flags
+    flags, _ = scan_source("from model import Model\nclass ModelNew(Model):\n    pass\n", "native")
+    assert "imports_reference" in flags and "inherits_reference" in flags
+    flags, _ = scan_source("from torch.utils.cpp_extension import load_inline\n", "native")
+    assert flags == ["torch_extension"]
+    assert scan_source("from torch.utils.cpp_extension import load_inline\n", "kernelbench")[0] == []

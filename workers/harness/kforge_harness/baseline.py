@@ -1,0 +1,77 @@
+"""Eager and torch.compile baselines, timed by the same routine as candidates, cached on disk.
+
+The cache key is the task's source hash, the backend, the device, the driver and the torch,
+timing and harness versions: a baseline is reused only where it would be measured the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import torch
+
+from kforge_harness import timing
+from kforge_harness.build import cache_dir
+from kforge_harness.envinfo import device_slug
+
+
+def cache_path(task_sha: str, env: dict[str, Any]) -> str:
+    parts = [
+        task_sha[:24],
+        env["backend"],
+        device_slug(env),
+        str(env.get("driver") or "nodrv"),
+        env["torch"].replace("+", "-"),
+        timing.TIMING_VERSION,
+    ]
+    d = os.path.join(cache_dir(), "baselines")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, "_".join(parts) + ".json")
+
+
+def load_cached(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) and "eager" in data else None
+    except (OSError, ValueError):
+        return None
+
+
+def store(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def measure_baselines(
+    model: torch.nn.Module,
+    input_sets: list[list[Any]],
+    device: torch.device,
+    policy: timing.Policy,
+    with_compile: bool = True,
+) -> dict[str, Any]:
+    """Times eager and torch.compile of ``model``. A compile failure is recorded, not raised."""
+    out: dict[str, Any] = {"measured_at": time.time()}
+    with torch.no_grad():
+        out["eager"] = timing.measure(model, input_sets, device, policy)
+        if not with_compile:
+            out["compile"] = None
+            out["compile_error"] = "not requested"
+            return out
+        try:
+            compiled = torch.compile(model)
+            t0 = time.monotonic()
+            compiled(*input_sets[0])
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out["compile_seconds"] = round(time.monotonic() - t0, 3)
+            out["compile"] = timing.measure(compiled, input_sets, device, policy)
+        except Exception as e:  # noqa: BLE001 - inductor failures are a property of the task
+            out["compile"] = None
+            out["compile_error"] = f"{type(e).__name__}: {str(e)[:500]}"
+    return out

@@ -1,0 +1,253 @@
+"""Building candidates: native libraries with nvcc or g++, CUDA Agent extensions, with a cache.
+
+Native sources are compiled straight into one shared library without PyTorch headers. Builds
+are cached under ``<cache>/builds/<key>/`` where the key hashes the sources, the flags and the
+compiler's version; a cached build is reused as is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kforge_harness.candidate import Candidate
+
+DIAG_LIMIT = 4000
+ALLOWED_NEEDED = re.compile(
+    r"^(libcudart|libcublas|libcublasLt|libcudnn\w*|libcurand|libstdc\+\+|libm|libgcc_s|libc|"
+    r"libgomp|ld-linux-x86-64|libdl|libpthread|librt)\.so"
+)
+FORBIDDEN_NATIVE = [
+    (re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|Python\.h|pybind11)"), "torch_in_native"),
+    (re.compile(r"\bdl(open|sym|mopen)\s*\("), "dynamic_loading"),
+    (re.compile(r"\b(fork|execve|execvp|execl|system|popen|pthread_create)\s*\("), "native_process"),
+    (re.compile(r"std::(thread|async|jthread)\b"), "native_process"),
+]
+
+
+class BuildError(Exception):
+    """The compiler rejected the candidate: carries trimmed diagnostics."""
+
+    def __init__(self, message: str, diagnostics: str = "") -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class BuildResult:
+    lib: str | None = None
+    ext_dir: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+    command: list[str] = field(default_factory=list)
+    diagnostics: str = ""
+    flags: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 3),
+            "cached": self.cached,
+            "command": " ".join(self.command),
+            "diagnostics": self.diagnostics,
+        }
+
+
+def cache_dir() -> str:
+    base = os.environ.get("KFORGE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kforge"
+    )
+    os.makedirs(base, exist_ok=True)
+    return base
+
+
+def trim(text: str, limit: int = DIAG_LIMIT) -> str:
+    """Keeps the head and tail of long compiler output, where the useful lines are."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 3 // 4]
+    tail = text[-limit // 4 :]
+    return f"{head}\n... [{len(text) - len(head) - len(tail)} characters cut] ...\n{tail}"
+
+
+def _tool_version(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def cuda_arch() -> str:
+    """The compute capability to build for: KFORGE_CUDA_ARCH, the visible GPU's, or 90."""
+    env = os.environ.get("KFORGE_CUDA_ARCH")
+    if env:
+        return env
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"{major}{minor}"
+    except Exception:  # noqa: BLE001
+        pass
+    return "90"
+
+
+def native_command(cand: Candidate, backend: str, out: str) -> list[str]:
+    sources = [f for f in cand.kernel_files if f.endswith((".cu", ".cpp"))]
+    text = "".join(open(f, encoding="utf-8", errors="replace").read() for f in cand.kernel_files)
+    if backend == "cuda":
+        arch = cuda_arch()
+        cmd = [
+            os.environ.get("KFORGE_NVCC", "nvcc"),
+            "-O3",
+            "-std=c++17",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            f"-gencode=arch=compute_{arch},code=sm_{arch}",
+            "-o",
+            out,
+            *sources,
+        ]
+        if "cublasLt.h" in text:
+            cmd.append("-lcublasLt")
+        if "cublas_v2.h" in text or "cublas.h" in text:
+            cmd.append("-lcublas")
+        if "cudnn.h" in text:
+            cmd.append("-lcudnn")
+        return cmd
+    cmd = [
+        os.environ.get("KFORGE_CXX", "g++"),
+        "-O3",
+        "-march=native",
+        "-std=c++17",
+        "-shared",
+        "-fPIC",
+        "-Wall",
+        "-o",
+        out,
+        *sources,
+    ]
+    if "omp.h" in text or "#pragma omp" in text:
+        cmd.insert(1, "-fopenmp")
+    return cmd
+
+
+def _key(cand: Candidate, backend: str, cmd_template: list[str], version: str) -> str:
+    h = hashlib.sha256()
+    h.update(f"{cand.format}\0{backend}\0{version}\0".encode())
+    h.update(" ".join(os.path.basename(c) for c in cmd_template).encode())
+    for f in sorted(cand.kernel_files):
+        h.update(os.path.basename(f).encode() + b"\0")
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:32]
+
+
+def scan_native(cand: Candidate) -> list[str]:
+    """Flags for native sources that reach for PyTorch, the loader or new processes."""
+    flags: list[str] = []
+    for f in cand.kernel_files:
+        text = open(f, encoding="utf-8", errors="replace").read()
+        for pattern, flag in FORBIDDEN_NATIVE:
+            if pattern.search(text) and flag not in flags:
+                flags.append(flag)
+    return flags
+
+
+def needed_libraries(path: str) -> list[str]:
+    """The DT_NEEDED entries of a shared library, read with readelf (empty if unavailable)."""
+    try:
+        out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def _run(cmd: list[str], cwd: str, timeout: float) -> tuple[int, str]:
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, errors="replace")
+    except FileNotFoundError as e:
+        raise BuildError(f"compiler not found: {e}") from e
+    except subprocess.TimeoutExpired as e:
+        raise BuildError(f"build timed out after {timeout:.0f} s", trim(str(e.stdout or ""))) from e
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+def build_native(cand: Candidate, backend: str, timeout: float = 180.0) -> BuildResult:
+    """Builds (or fetches from the cache) the native library. Raises BuildError."""
+    compiler = "nvcc" if backend == "cuda" else "g++"
+    version = _tool_version([compiler, "--version"]) + (cuda_arch() if backend == "cuda" else "")
+    template = native_command(cand, backend, "lib.so")
+    key = _key(cand, backend, template, version)
+    final_dir = os.path.join(cache_dir(), "builds", key)
+    lib = os.path.join(final_dir, "libcandidate.so")
+    flags = scan_native(cand)
+    if os.path.isfile(lib):
+        return BuildResult(lib=lib, cached=True, command=template, flags=flags)
+    os.makedirs(os.path.dirname(final_dir), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(final_dir))
+    try:
+        out = os.path.join(tmp, "libcandidate.so")
+        cmd = native_command(cand, backend, out)
+        t0 = time.monotonic()
+        rc, diag = _run(cmd, cand.path, timeout)
+        seconds = time.monotonic() - t0
+        if rc != 0:
+            raise BuildError(f"{compiler} exited with status {rc}", trim(diag))
+        for name in needed_libraries(out):
+            if not ALLOWED_NEEDED.match(name):
+                flags.append("forbidden_library")
+                break
+        try:
+            os.rename(tmp, final_dir)
+        except OSError:
+            pass  # another build of the same key won the race; use it
+        return BuildResult(lib=lib, seconds=seconds, command=cmd, diagnostics=trim(diag), flags=flags)
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+EXT_NAME = "cuda_extension"
+
+
+def build_cuda_agent(cand: Candidate, backend: str, timeout: float = 900.0) -> BuildResult:
+    """Builds a CUDA Agent workspace into a PyTorch extension module named ``cuda_extension``.
+
+    The build runs in a child process, so the judge never imports the candidate's native code.
+    """
+    version = (
+        _tool_version(["nvcc", "--version"]) if backend == "cuda" else _tool_version(["g++", "--version"])
+    )
+    key = _key(cand, backend, ["torch-ext", EXT_NAME], version)
+    final_dir = os.path.join(cache_dir(), "ext", key)
+    marker = os.path.join(final_dir, "ok")
+    if os.path.isfile(marker):
+        return BuildResult(ext_dir=final_dir, cached=True, command=["torch.utils.cpp_extension.load"])
+    os.makedirs(final_dir, exist_ok=True)
+    sources = [f for f in cand.kernel_files if f.endswith((".cu", ".cpp"))]
+    script = (
+        "import sys, torch.utils.cpp_extension as e\n"
+        f"e.load(name={EXT_NAME!r}, sources=sys.argv[2:], build_directory=sys.argv[1],"
+        " extra_cflags=['-O3'], extra_cuda_cflags=['-O3'], verbose=False)\n"
+    )
+    t0 = time.monotonic()
+    rc, diag = _run([sys.executable, "-c", script, final_dir, *sources], cand.path, timeout)
+    if rc != 0:
+        raise BuildError(f"extension build exited with status {rc}", trim(diag))
+    open(marker, "w").close()
+    return BuildResult(
+        ext_dir=final_dir,
+        seconds=time.monotonic() - t0,
+        command=["torch.utils.cpp_extension.load"],
+        diagnostics=trim(diag),
+    )

@@ -1,0 +1,120 @@
+"""Command line: evaluate, baseline, check-task, inspect. Each prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from kforge_harness import timing
+
+
+def _json_default(o: Any) -> Any:
+    return str(o)
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN or infinity: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(_clean(obj), default=_json_default, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kforge_harness", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    ev = sub.add_parser("evaluate", help="verify, time and reward a candidate")
+    ev.add_argument("--task", required=True)
+    ev.add_argument("--candidate", required=True)
+    ev.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    ev.add_argument("--seed", type=int, help="fix the input seed (it is then no longer secret)")
+    ev.add_argument("--strict", action="store_true", help="tolerances ten times tighter")
+    ev.add_argument("--no-baseline-cache", action="store_true")
+    ev.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    ev.add_argument("--budget", type=float, default=2.0, help="timing budget per subject, seconds")
+    ev.add_argument(
+        "--init-timeout",
+        type=float,
+        default=600.0,
+        help="seconds for the runner to import and build ModelNew",
+    )
+    ev.add_argument("--run-timeout", type=float, default=120.0, help="seconds for one checked call")
+    ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
+
+    bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
+    bl.add_argument("--task", required=True)
+    bl.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    bl.add_argument("--no-cache", action="store_true")
+    bl.add_argument("--budget", type=float, default=2.0)
+
+    ct = sub.add_parser("check-task", help="is this task fit to be a task?")
+    ct.add_argument("--task", required=True)
+    ct.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    ct.add_argument("--min-ms", type=float)
+    ct.add_argument("--max-ms", type=float)
+
+    ins = sub.add_parser("inspect", help="the module's computation graph")
+    ins.add_argument("--task", required=True)
+    ins.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "evaluate":
+            from kforge_harness.judge import Options, evaluate
+
+            opts = Options(
+                backend=args.backend,
+                seed=args.seed,
+                strict=args.strict,
+                use_baseline_cache=not args.no_baseline_cache,
+                with_compile=not args.no_compile,
+                timing_policy=timing.Policy(budget_s=args.budget),
+                init_timeout=args.init_timeout,
+                run_timeout=args.run_timeout,
+                mem_limit_mib=args.mem_limit_mib,
+            )
+            emit(evaluate(args.task, args.candidate, opts))
+        elif args.cmd == "baseline":
+            from kforge_harness.baseline_cmd import run_baseline
+
+            emit(run_baseline(args.task, args.backend, not args.no_cache, args.budget))
+        elif args.cmd == "check-task":
+            from kforge_harness.check_task import WINDOWS_MS, check_task
+
+            lo, hi = WINDOWS_MS[args.backend]
+            window = (
+                args.min_ms if args.min_ms is not None else lo,
+                args.max_ms if args.max_ms is not None else hi,
+            )
+            emit(check_task(args.task, args.backend, window))
+        elif args.cmd == "inspect":
+            from kforge_harness.inspect_graph import inspect_task
+            from kforge_harness.task import TaskError
+
+            try:
+                emit(inspect_task(args.task, args.backend))
+            except TaskError as e:
+                emit({"error": str(e)})
+                return 1
+    except Exception as e:  # noqa: BLE001 - a harness failure: say so on stderr, exit 2
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write(f"kforge_harness: internal error: {type(e).__name__}: {e}\n")
+        return 2
+    return 0

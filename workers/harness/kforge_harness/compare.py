@@ -1,0 +1,104 @@
+"""Comparing a candidate's outputs with the reference's, with tolerances per dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# (atol, rtol) per dtype; strict mode divides both by 10. fp32 is tight enough that TF32 or
+# half-precision arithmetic on an fp32 task fails it.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+# An output that fails the tolerance but passes this looser one suggests lower precision.
+LOOSE = (5e-2, 5e-2)
+
+
+def flatten(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]
+
+
+def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None, strict: bool) -> tuple[float, float]:
+    if override:
+        atol, rtol = override["atol"], override["rtol"]
+    else:
+        atol, rtol = TOLERANCES.get(dtype, (0.0, 0.0))
+    if strict:
+        atol, rtol = atol / 10, rtol / 10
+    return atol, rtol
+
+
+def _close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[bool, float, float]:
+    """Elementwise |out - ref| <= atol + rtol*|ref| where ref is finite; NaN and infinities
+    must match exactly. Returns (ok, max abs error, max relative error) over finite elements."""
+    r = ref.detach().to(torch.float64)
+    o = out.detach().to(r.device, torch.float64)
+    if o.numel() == 0:
+        return True, 0.0, 0.0
+    finite = torch.isfinite(r)
+    special_ok = bool((torch.isnan(o) == torch.isnan(r)).all()) and bool(
+        (torch.where(finite, torch.zeros_like(o), o) == torch.where(finite, torch.zeros_like(r), r))[
+            ~torch.isnan(r)
+        ].all()
+    )
+    diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    bound = torch.where(finite, atol + rtol * r.abs(), torch.zeros_like(r))
+    ok = special_ok and bool((diff <= bound).all())
+    max_abs = float(diff.max())
+    max_rel = float((diff / r.abs().clamp_min(1e-30)).max())
+    return ok, max_abs, max_rel
+
+
+def compare(
+    outputs: Any, reference: Any, override: dict[str, float] | None = None, strict: bool = False
+) -> dict[str, Any]:
+    """Checks structure, type, shape, dtype and values. Returns a check record (``pass`` etc.)."""
+    outs, refs = flatten(outputs), flatten(reference)
+    rec: dict[str, Any] = {"pass": False, "max_abs_err": None, "max_rel_err": None}
+    if len(outs) != len(refs):
+        rec["reason"] = f"expected {len(refs)} outputs, got {len(outs)}"
+        return rec
+    max_abs = max_rel = 0.0
+    loose_ok = True
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if not isinstance(r, torch.Tensor):
+            if o != r:
+                rec["reason"] = f"output {i}: expected {r!r}, got {o!r}"
+                return rec
+            continue
+        if not isinstance(o, torch.Tensor):
+            rec["reason"] = f"output {i} is not a tensor"
+            return rec
+        if tuple(o.shape) != tuple(r.shape):
+            rec["reason"] = f"output {i}: shape {list(o.shape)}, expected {list(r.shape)}"
+            return rec
+        if o.dtype != r.dtype:
+            rec["reason"] = f"output {i}: dtype {o.dtype}, expected {r.dtype}"
+            return rec
+        if r.dtype.is_floating_point:
+            atol, rtol = tolerance_for(r.dtype, override, strict)
+        else:
+            atol, rtol = 0.0, 0.0
+        ok, a, rl = _close(o, r, atol, rtol)
+        max_abs, max_rel = max(max_abs, a), max(max_rel, rl)
+        if not ok:
+            rec.update(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol)
+            rec["reason"] = f"output {i}: values differ beyond atol={atol:g} rtol={rtol:g}"
+            if r.dtype.is_floating_point:
+                loose_ok = loose_ok and _close(o, r, *LOOSE)[0]
+            else:
+                loose_ok = False
+            rec["near_miss"] = loose_ok
+            return rec
+    rec.update({"pass": True, "max_abs_err": max_abs, "max_rel_err": max_rel})
+    return rec

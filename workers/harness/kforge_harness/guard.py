@@ -1,0 +1,155 @@
+"""Runner-side guards: forbid PyTorch compute inside ``ModelNew.forward``, detect tampering.
+
+``ComputeGuard`` is a TorchDispatchMode that lets through only allocations, views and metadata
+queries; any other ATen operator is recorded and aborted with ``ForbiddenOp``, which derives
+from BaseException so that a candidate's ``except Exception`` cannot swallow it. C++ calls
+through the dispatcher (load_inline extensions calling ATen) are seen as well.
+
+``Integrity`` snapshots the functions the timing and checking code relies on before the
+candidate is imported, and reports any that changed afterwards.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen operator names (overload packets) that a ModelNew may call: allocation, views, metadata.
+ALLOWED_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "zero_",
+        "fill_",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_full",
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "as_strided",
+        "alias",
+        "detach",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "narrow",
+        "view_as_real",
+        "view_as_complex",
+        "unflatten",
+        "flatten",
+        "_local_scalar_dense",
+        "lift_fresh",
+        "is_same_size",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "dim",
+        "size",
+        "stride",
+        "resize_",
+        "set_",
+        "record_stream",
+    }
+)
+
+
+class ForbiddenOp(BaseException):  # noqa: N818 - it is a BaseException on purpose
+    """Raised inside forward when ModelNew calls a PyTorch compute operator."""
+
+
+class ComputeGuard(TorchDispatchMode):
+    """Records forbidden ATen ops. ``violations`` holds their names in call order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.violations: list[str] = []
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        self.ops += 1
+        if name not in ALLOWED_OPS:
+            self.violations.append(name)
+            raise ForbiddenOp(f"PyTorch operator aten.{name} called from ModelNew")
+        return func(*args, **kwargs)
+
+
+def guard_active(guard: ComputeGuard) -> bool:
+    """True when ``guard`` is still on the dispatch-mode stack."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        return any(m is guard for m in _get_current_dispatch_mode_stack())
+    except Exception:  # noqa: BLE001 - internal API; be conservative
+        return True
+
+
+def _watched() -> list[tuple[str, Any, str]]:
+    """(label, owner, attribute) triples whose identity must not change."""
+    items: list[tuple[str, Any, str]] = [
+        ("time.perf_counter_ns", time, "perf_counter_ns"),
+        ("time.perf_counter", time, "perf_counter"),
+        ("time.monotonic", time, "monotonic"),
+        ("torch.allclose", torch, "allclose"),
+        ("torch.equal", torch, "equal"),
+        ("torch.Tensor.clone", torch.Tensor, "clone"),
+        ("torch.Tensor.to", torch.Tensor, "to"),
+        ("torch.Tensor.copy_", torch.Tensor, "copy_"),
+        ("torch.Tensor.zero_", torch.Tensor, "zero_"),
+        ("torch.cuda.synchronize", torch.cuda, "synchronize"),
+        ("torch.cuda.Event", torch.cuda, "Event"),
+    ]
+    event = getattr(torch.cuda, "Event", None)
+    if event is not None:
+        for attr in ("record", "elapsed_time", "synchronize"):
+            items.append((f"torch.cuda.Event.{attr}", event, attr))
+    return items
+
+
+class Integrity:
+    """A snapshot of harness-critical callables and of the harness's own modules."""
+
+    def __init__(self) -> None:
+        self._refs = {label: getattr(owner, attr, None) for label, owner, attr in _watched()}
+        self._modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
+        for name, mod in list(sys.modules.items()):
+            if name == "kforge_harness" or name.startswith("kforge_harness.") or name == "kforge_runtime":
+                self._modules[name] = (mod, dict(vars(mod)))
+
+    def changed(self) -> list[str]:
+        """Names of watched callables or harness module attributes that were replaced."""
+        out = []
+        for label, owner, attr in _watched():
+            if getattr(owner, attr, None) is not self._refs.get(label):
+                out.append(label)
+        for name, (mod, snapshot) in self._modules.items():
+            if sys.modules.get(name) is not mod:
+                out.append(f"module {name}")
+                continue
+            now = vars(mod)
+            for key, val in snapshot.items():
+                if now.get(key) is not val:
+                    out.append(f"{name}.{key}")
+        return out

@@ -1,0 +1,441 @@
+"""The judge: evaluates a candidate against a task and reaches a verdict.
+
+Owns the secret seed, the reference model and its outputs, and the comparison; runs the
+candidate only through a separate runner process (``proc.RunnerProcess``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kforge_harness import REWARD_VERSION, baseline, build, compare, inputs, timing, wire
+from kforge_harness.candidate import CandidateError, detect
+from kforge_harness.envinfo import env_info
+from kforge_harness.proc import RunnerDied, RunnerProcess
+from kforge_harness.reward import reward
+from kforge_harness.scan import scan_candidate_sources
+from kforge_harness.task import Task, TaskError, load_task
+
+HARNESS_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Flags that make a verdict ``rejected`` (a hack or an irregular candidate). Others inform.
+REJECTING = {
+    "torch_compute",
+    "torch_compile",
+    "torch_internals",
+    "torch_extension",
+    "kernel_not_launched",
+    "inherits_reference",
+    "imports_reference",
+    "mutates_input",
+    "aliases_input",
+    "tensor_subclass",
+    "wrong_device",
+    "background_work",
+    "escaped_timer",
+    "side_stream",
+    "harness_tamper",
+    "guard_tamper",
+    "timing_forged",
+    "timed_output_mismatch",
+    "channel_tamper",
+    "foreign_compute",
+    "introspection",
+    "native_escape",
+    "process_escape",
+    "background_thread",
+    "network",
+    "harness_access",
+    "environment_access",
+    "torch_in_native",
+    "dynamic_loading",
+    "native_process",
+    "forbidden_library",
+    "shape_specialized",
+}
+
+
+@dataclass
+class Options:
+    backend: str = "cuda"
+    seed: int | None = None
+    strict: bool = False
+    use_baseline_cache: bool = True
+    with_compile: bool = True
+    timing_policy: timing.Policy = field(default_factory=timing.Policy)
+    timing_sets: int = 3
+    init_timeout: float = 600.0
+    run_timeout: float = 120.0
+    mem_limit_mib: int | None = None
+    runner_wrap: list[str] | None = None
+
+
+class Verdict:
+    """Accumulates the result object; ``finish`` fills the reward."""
+
+    def __init__(self, backend: str) -> None:
+        self.r: dict[str, Any] = {
+            "status": None,
+            "reward": -1,
+            "reward_version": REWARD_VERSION,
+            "correct": False,
+            "flags": [],
+            "flag_details": [],
+            "speedup_vs_eager": None,
+            "speedup_vs_compile": None,
+            "timing": None,
+            "checks": [],
+            "build": None,
+            "env": env_info(backend),
+            "message": "",
+        }
+
+    def flag(self, *names: str) -> None:
+        for n in names:
+            if n not in self.r["flags"]:
+                self.r["flags"].append(n)
+
+    def finish(self, status: str, message: str = "") -> dict[str, Any]:
+        if status == "ok" and any(f in REJECTING for f in self.r["flags"]):
+            status = "rejected"
+        if status == "incorrect" and any(f in REJECTING for f in self.r["flags"]):
+            status = "rejected"
+        self.r["status"] = status
+        if message:
+            self.r["message"] = message
+        self.r["correct"] = status == "ok"
+        self.r["reward"] = reward(status, self.r["speedup_vs_eager"], self.r["speedup_vs_compile"])
+        return self.r
+
+
+def device_for(backend: str) -> torch.device:
+    if backend == "cuda":
+        if not torch.cuda.is_available():
+            raise TaskError("backend cuda requested but no CUDA device is visible")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _set_precision(allow_tf32: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+
+
+def make_reference(task: Task, device: torch.device, init_seed: int) -> tuple[torch.nn.Module, list[Any]]:
+    init_args = task.get_init_inputs()
+    torch.manual_seed(init_seed)
+    model = task.model_class()(*init_args).to(device)
+    return model, init_args
+
+
+def reference_outputs(model: torch.nn.Module, args: list[Any]) -> Any:
+    """The reference's outputs, left on the device where they were computed."""
+    with torch.no_grad():
+        return model(*args)
+
+
+class Evaluation:
+    """One evaluate run. Owns the transfer directory and the runner; ``close()`` frees them."""
+
+    def __init__(self, task_path: str, cand_path: str, opts: Options) -> None:
+        self.task_path = task_path
+        self.cand_path = cand_path
+        self.opts = opts
+        self.v = Verdict(opts.backend)
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=shm)
+        self.runner: RunnerProcess | None = None
+        self.secret = opts.seed if opts.seed is not None else secrets.randbits(62)
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.v.r["runner_log"] = self.runner.log()
+            self.runner = None
+        shutil.rmtree(self.xfer, ignore_errors=True)
+
+    def _seed(self, label: str) -> int:
+        import hashlib
+
+        h = hashlib.sha256(f"{self.secret}:{label}".encode()).digest()
+        return int.from_bytes(h[:8], "little") >> 2
+
+    def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.runner is not None
+        reply = self.runner.request(msg, timeout)
+        for f in reply.get("flags", []) or []:
+            if isinstance(f, str) and len(f) < 64:
+                self.v.flag(f)
+        if reply.get("tampered"):
+            self.v.r["flag_details"].append(f"changed by the candidate: {reply['tampered']}")
+        return reply
+
+    def run(self) -> dict[str, Any]:
+        o = self.opts
+        try:
+            task = load_task(self.task_path, o.backend)
+            device = device_for(o.backend)
+        except TaskError as e:
+            return self.v.finish("infra_error", f"task: {e}")
+        _set_precision(task.allow_tf32)
+        try:
+            cand = detect(self.cand_path, o.backend)
+        except CandidateError as e:
+            return self.v.finish("compile_error", str(e))
+        self.v.r["format"] = cand.format
+        try:
+            with open(cand.model_file, encoding="utf-8") as f:
+                compile(f.read(), cand.model_file, "exec")
+        except (SyntaxError, UnicodeDecodeError, ValueError) as e:
+            self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": str(e)}
+            return self.v.finish("compile_error", f"{os.path.basename(cand.model_file)} does not parse: {e}")
+        scan = scan_candidate_sources([cand.model_file], cand.format)
+        self.v.flag(*scan["flags"])
+        self.v.r["flag_details"] += scan["details"]
+
+        try:
+            if cand.format == "native":
+                b = build.build_native(cand, o.backend)
+            elif cand.format == "cuda-agent":
+                b = build.build_cuda_agent(cand, o.backend)
+            else:
+                b = build.BuildResult(command=["load_inline at import"])
+        except build.BuildError as e:
+            self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": e.diagnostics}
+            return self.v.finish("compile_error", str(e))
+        self.v.r["build"] = b.as_json()
+        self.v.flag(*b.flags)
+
+        init_seed = self._seed("init")
+        try:
+            ref_model, init_args = make_reference(task, device, init_seed)
+        except Exception as e:  # noqa: BLE001 - the task's constructor may raise anything
+            return self.v.finish("infra_error", f"task: Model() raised {type(e).__name__}: {e}")
+
+        env = dict(os.environ)
+        env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["KFORGE_BACKEND"] = o.backend
+        env.pop("KFORGE_KERNEL_LIB", None)
+        env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
+        tail = [
+            "--xfer",
+            self.xfer,
+            "--candidate",
+            cand.path,
+            "--format",
+            cand.format,
+            "--backend",
+            o.backend,
+        ]
+        if b.lib:
+            tail += ["--lib", b.lib]
+        if b.ext_dir:
+            tail += ["--ext-dir", b.ext_dir]
+        mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
+        self.runner = RunnerProcess(tail, env, mem, o.runner_wrap)
+
+        try:
+            return self._judge(task, device, ref_model, init_args, init_seed)
+        except wire.ChannelTimeout:
+            return self.v.finish("timeout", "the candidate did not answer within its time limit")
+        except RunnerDied as e:
+            return self.v.finish("runtime_error", str(e))
+        except wire.ChannelError as e:
+            self.v.flag("channel_tamper")
+            return self.v.finish("rejected", str(e))
+
+    def _judge(
+        self,
+        task: Task,
+        device: torch.device,
+        ref_model: torch.nn.Module,
+        init_args: list[Any],
+        init_seed: int,
+    ) -> dict[str, Any]:
+        o = self.opts
+        counter = [0]
+        state = ref_model.state_dict()
+        names = list(state.keys())
+        msg = {
+            "cmd": "init",
+            "seed": init_seed,
+            "allow_tf32": task.allow_tf32,
+            "init_args": wire.encode_value(self.xfer, "init_", init_args, counter),
+            "state": wire.encode_value(self.xfer, "state_", [state[n] for n in names], counter),
+            "state_names": [[n, list(state[n].shape)] for n in names],
+        }
+        t0 = time.monotonic()
+        reply = self._request(msg, o.init_timeout)
+        wire.clear(self.xfer)
+        self.v.r["build"]["init_seconds"] = round(time.monotonic() - t0, 3)
+        if "error" in reply:
+            return self.v.finish(
+                "runtime_error", f"ModelNew could not be built: {reply['error']}" + _tb(reply)
+            )
+
+        if not self._correctness(task, device, ref_model):
+            if any(f in REJECTING for f in self.v.r["flags"]):
+                return self.v.finish("rejected", "a hack or irregularity was detected")
+            failing = [c for c in self.v.r["checks"] if c.get("error")]
+            if failing:
+                return self.v.finish("runtime_error", failing[0]["error"])
+            return self.v.finish("incorrect", "outputs differ from the reference")
+        if any(f in REJECTING for f in self.v.r["flags"]):
+            return self.v.finish("rejected", "a hack or irregularity was detected")
+        self.v.r["correct"] = True
+        err = self._timing(task, device, ref_model)
+        if err:
+            return self.v.finish("runtime_error", err)
+        return self.v.finish("ok")
+
+    # -- correctness --------------------------------------------------------------------
+    def _correctness(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> bool:
+        o = self.opts
+        all_pass = True
+        main_pass = None
+        for kind in inputs.kinds_for(task):
+            args = inputs.draw(task, kind, self._seed(f"check:{kind}"), device)
+            ref = reference_outputs(ref_model, args)
+            check: dict[str, Any] = {"kind": kind}
+            if kind not in ("task", "same_buffers") and not inputs.all_finite(ref):
+                check.update({"pass": None, "skipped": "reference is not finite on these inputs"})
+                self.v.r["checks"].append(check)
+                continue
+            counter = [0]
+            msg = {
+                "cmd": "run",
+                "inputs": wire.encode_value(self.xfer, f"in_{kind}_", args, counter),
+                "reuse": kind == "same_buffers",
+            }
+            t0 = time.monotonic()
+            del args
+            reply = self._request(msg, o.run_timeout)
+            check["seconds"] = round(time.monotonic() - t0, 3)
+            if "error" in reply:
+                check.update({"pass": False, "error": reply["error"] + _tb(reply)})
+                self.v.r["checks"].append(check)
+                return False
+            limit = 2 * inputs.nbytes(ref) + (1 << 20)
+            try:
+                out = wire.decode_value(self.xfer, reply.get("outputs"), max_bytes=limit, device=device)
+            except wire.ChannelError as e:
+                check.update({"pass": False, "reason": f"unreadable outputs: {e}"})
+                self.v.r["checks"].append(check)
+                return False
+            finally:
+                wire.clear(self.xfer)
+            check.update(compare.compare(out, ref, task.tolerance, o.strict))
+            del out, ref
+            if check.get("near_miss"):
+                self.v.flag("precision_loss")
+            self.v.r["checks"].append(check)
+            if kind == "task":
+                main_pass = check["pass"]
+            if not check["pass"]:
+                all_pass = False
+                if kind.startswith("shape:") and main_pass:
+                    self.v.flag("shape_specialized")
+        return all_pass
+
+    # -- timing -------------------------------------------------------------------------
+    def _timing(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> str | None:
+        """Times the candidate (and the baselines unless cached); returns an error or None."""
+        o = self.opts
+        sets = [inputs.draw(task, "task", self._seed(f"time:{i}"), device) for i in range(o.timing_sets)]
+        refs = [reference_outputs(ref_model, s) for s in sets]
+        counter = [0]
+        enc = [wire.encode_value(self.xfer, f"t{i}_", s, counter) for i, s in enumerate(sets)]
+        pol = o.timing_policy
+        policy = {
+            "budget_s": pol.budget_s,
+            "min_reps": pol.min_reps,
+            "max_reps": pol.max_reps,
+            "target_spread": pol.target_spread,
+            "warmup_s": pol.warmup_s,
+            "warmup_min": pol.warmup_min,
+        }
+        t0 = time.monotonic()
+        reply = self._request(
+            {"cmd": "time", "input_sets": enc, "policy": policy}, o.run_timeout + 10 * pol.budget_s
+        )
+        wall = time.monotonic() - t0
+        if "error" in reply:
+            return f"timing failed: {reply['error']}{_tb(reply)}"
+        cand = reply.get("timing") or {}
+        spot_ok = True
+        for key, encoded in (reply.get("spot") or {}).items():
+            try:
+                idx = int(key)
+                out = wire.decode_value(
+                    self.xfer, encoded, max_bytes=2 * inputs.nbytes(refs[idx]) + (1 << 20), device=device
+                )
+                spot_ok = spot_ok and compare.compare(out, refs[idx], task.tolerance, o.strict)["pass"]
+                del out
+            except (ValueError, IndexError, wire.ChannelError):
+                spot_ok = False
+        wire.clear(self.xfer)
+        del refs
+        if not reply.get("spot") or not spot_ok:
+            self.v.flag("timed_output_mismatch")
+        med = cand.get("median_ms")
+        trials = cand.get("trials")
+        if not isinstance(med, (int, float)) or not isinstance(trials, int) or med <= 0 or trials <= 0:
+            self.v.flag("timing_forged")
+            return None
+        if med * trials / 1000.0 > wall * 1.05 + 0.01:
+            self.v.flag("timing_forged")
+        host = cand.get("host_median_ms")
+        if device.type == "cuda" and isinstance(host, (int, float)) and host > 1.5 * med + 0.05:
+            self.v.flag("escaped_timer")
+
+        env = self.v.r["env"]
+        path = baseline.cache_path(task.sha256, env)
+        base = baseline.load_cached(path) if o.use_baseline_cache else None
+        if base is not None and o.with_compile and base.get("compile_error") == "not requested":
+            base = None
+        cached = base is not None
+        if base is None:
+            base = baseline.measure_baselines(ref_model, sets, device, pol, o.with_compile)
+            if o.use_baseline_cache:
+                baseline.store(path, base)
+        eager = base["eager"]["median_ms"]
+        comp = base["compile"]["median_ms"] if base.get("compile") else None
+        self.v.r["timing"] = {
+            "candidate": _timing_view(cand),
+            "eager": _timing_view(base["eager"]),
+            "compile": _timing_view(base["compile"]) if base.get("compile") else None,
+            "compile_error": base.get("compile_error"),
+            "baseline_cached": cached,
+            "method": cand.get("method"),
+            "device": env.get("gpu") if device.type == "cuda" else env.get("cpu"),
+            "wall_seconds": round(wall, 3),
+        }
+        self.v.r["speedup_vs_eager"] = eager / med
+        self.v.r["speedup_vs_compile"] = comp / med if comp else None
+        return None
+
+
+def _timing_view(t: dict[str, Any]) -> dict[str, Any]:
+    keys = ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms", "spread", "trials", "host_median_ms")
+    return {k: t.get(k) for k in keys}
+
+
+def _tb(reply: dict[str, Any]) -> str:
+    tb = reply.get("traceback")
+    return f"\n{tb[-1500:]}" if isinstance(tb, str) and tb else ""
+
+
+def evaluate(task_path: str, cand_path: str, opts: Options) -> dict[str, Any]:
+    ev = Evaluation(task_path, cand_path, opts)
+    try:
+        return ev.run()
+    finally:
+        ev.close()

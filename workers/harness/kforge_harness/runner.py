@@ -1,0 +1,303 @@
+"""The runner: the untrusted side. Imports the candidate and runs it on the judge's request.
+
+Started by the judge as ``python -m kforge_harness.runner --cmd-fd R --reply-fd W ...``. It
+never sees the task's source, the reference outputs or the secret seed; it receives inputs,
+runs ``ModelNew``, and sends outputs and times back. Everything it reports is checked by the
+judge where it can be; what only the runner can observe (forbidden PyTorch ops, mutated or
+aliased inputs, native calls, tampering) comes back as flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+# Capture the clocks before anything of the candidate's can run.
+_CLOCK = time.perf_counter_ns
+_SLEEP = time.sleep
+
+import torch  # noqa: E402
+
+from kforge_harness import guard as guardmod  # noqa: E402
+from kforge_harness import timing, wire  # noqa: E402
+
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Runner:
+    """State of one runner process: the candidate's model, its device and the guards."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.backend = args.backend
+        self.device = torch.device("cuda" if args.backend == "cuda" else "cpu")
+        self.model: torch.nn.Module | None = None
+        self.kernels: list[Any] = []
+        self.integrity: guardmod.Integrity | None = None
+        self.last_inputs: list[Any] | None = None
+
+    # -- set-up -------------------------------------------------------------------------
+    def _prepare_runtime(self) -> None:
+        os.environ["KFORGE_BACKEND"] = self.backend
+        if self.args.lib:
+            os.environ["KFORGE_KERNEL_LIB"] = self.args.lib
+        sys.path.insert(0, HARNESS_DIR)
+        import kforge_runtime
+
+        original = kforge_runtime.load
+        owned = self.kernels
+
+        def load(path: str | None = None) -> Any:
+            k = original(path)
+            owned.append(k)
+            return k
+
+        kforge_runtime.load = load
+
+    def _import_candidate(self) -> Any:
+        path = self.args.candidate
+        if os.path.isdir(path):
+            sys.path.insert(0, os.path.abspath(path))
+            file = os.path.join(path, "model_new.py")
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+            file = path
+        if self.args.ext_dir:
+            sys.path.insert(0, self.args.ext_dir)
+        spec = importlib.util.spec_from_file_location("kforge_candidate", file)
+        if spec is None or spec.loader is None:
+            raise RuntimeError("cannot import the candidate")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kforge_candidate"] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def init(self, msg: dict[str, Any]) -> dict[str, Any]:
+        flags: list[str] = []
+        allow_tf32 = bool(msg.get("allow_tf32"))
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+        self._prepare_runtime()
+        self.integrity = guardmod.Integrity()
+        module = self._import_candidate()
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            return {"error": "the candidate defines no ModelNew(nn.Module)", "flags": flags}
+        for klass in cls.__mro__:
+            if klass.__name__ == "Model" or klass.__module__ in ("kforge_task", "model", "reference"):
+                flags.append("inherits_reference")
+                break
+        init_args = wire.decode_value(self.args.xfer, msg["init_args"])
+        torch.manual_seed(int(msg["seed"]))
+        model = cls(*init_args)
+        state = wire.decode_value(self.args.xfer, msg["state"])
+        names = [n for n, _ in msg.get("state_names", [])]
+        if names:
+            mine = model.state_dict()
+            if set(mine.keys()) == set(names) and all(
+                tuple(mine[n].shape) == tuple(t.shape) for n, t in zip(names, state)
+            ):
+                model.load_state_dict(dict(zip(names, state)))
+            else:
+                flags.append("parameters_not_shared")
+        self.model = model.to(self.device)
+        return {"ok": True, "flags": flags}
+
+    # -- one guarded call ----------------------------------------------------------------
+    def _forward(self, inputs: list[Any]) -> tuple[Any, list[str]]:
+        assert self.model is not None
+        flags: list[str] = []
+        calls_before = sum(k.calls for k in self.kernels)
+        g = guardmod.ComputeGuard()
+        try:
+            with g:
+                out = self.model(*inputs)
+                if not guardmod.guard_active(g):
+                    flags.append("guard_tamper")
+        except guardmod.ForbiddenOp:
+            out = None
+        if g.violations:
+            flags.append("torch_compute")
+        if self.args.format == "native" and sum(k.calls for k in self.kernels) == calls_before:
+            flags.append("kernel_not_launched")
+        return out, flags
+
+    def _to_device(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device)
+        if isinstance(value, list):
+            return [self._to_device(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._to_device(v) for v in value)
+        return value
+
+    def _inputs(self, msg: dict[str, Any]) -> list[Any]:
+        fresh = wire.decode_value(self.args.xfer, msg["inputs"], device=self.device)
+        if msg.get("reuse") and self.last_inputs is not None:
+            old = self.last_inputs
+            if len(old) == len(fresh) and all(
+                isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                for a, b in zip(old, fresh)
+                if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)
+            ):
+                with torch.no_grad():
+                    for a, b in zip(old, fresh):
+                        if isinstance(a, torch.Tensor):
+                            a.copy_(b)
+                return old
+        return fresh
+
+    @staticmethod
+    def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+        if a.dtype.is_floating_point and a.element_size() in (2, 4, 8):
+            itype = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+            return bool(torch.equal(a.contiguous().view(itype), b.contiguous().view(itype)))
+        return bool(torch.equal(a, b))
+
+    def _check_outputs(self, inputs: list[Any], snap: list[Any], out: Any) -> list[str]:
+        flags: list[str] = []
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        in_t = [t for t in inputs if isinstance(t, torch.Tensor)]
+        for o in outs:
+            if isinstance(o, torch.Tensor):
+                if type(o) is not torch.Tensor:
+                    flags.append("tensor_subclass")
+                    continue
+                if o.device.type != self.device.type:
+                    flags.append("wrong_device")
+                for t in in_t:
+                    if o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() and o.numel():
+                        flags.append("aliases_input")
+        for t, s in zip(in_t, [x for x in snap if isinstance(x, torch.Tensor)]):
+            if not self._same_bits(t, s):
+                flags.append("mutates_input")
+                break
+        return flags
+
+    def _snapshot_outputs(self, out: Any) -> Any:
+        if isinstance(out, torch.Tensor):
+            return out.detach().clone() if type(out) is torch.Tensor else out
+        if isinstance(out, (list, tuple)):
+            return type(out)(self._snapshot_outputs(o) for o in out)
+        return out
+
+    def _late_writes(self, out: Any, snap: Any, wait_s: float) -> bool:
+        """True when the outputs change after forward returned (work left running)."""
+        _SLEEP(wait_s)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for o, s in zip(wire_flat(out), wire_flat(snap)):
+            if isinstance(o, torch.Tensor) and type(o) is torch.Tensor and not self._same_bits(o, s):
+                return True
+        return False
+
+    def run(self, msg: dict[str, Any]) -> dict[str, Any]:
+        inputs = self._inputs(msg)
+        self.last_inputs = inputs
+        snap = [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+        t0 = _CLOCK()
+        out, flags = self._forward(inputs)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        elapsed = (_CLOCK() - t0) / 1e9
+        if out is None and "torch_compute" in flags:
+            return {"error": "ModelNew called a PyTorch compute operator", "flags": flags}
+        out_snap = self._snapshot_outputs(out)
+        flags += self._check_outputs(inputs, snap, out)
+        if self._late_writes(out, out_snap, min(0.2, 0.01 + 2 * elapsed)):
+            flags.append("background_work")
+        counter = [0]
+        enc = wire.encode_value(self.args.xfer, f"out{msg['seq']}_", _plain(out_snap), counter)
+        return {"outputs": enc, "flags": sorted(set(flags))}
+
+    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        sets = [wire.decode_value(self.args.xfer, s, device=self.device) for s in msg["input_sets"]]
+        policy = timing.Policy(**msg.get("policy", {}))
+        flags: list[str] = []
+        kept: dict[int, Any] = {}
+
+        def fn(*inputs: Any) -> Any:
+            out, f = self._forward(list(inputs))
+            flags.extend(f)
+            if out is None:
+                raise RuntimeError("ModelNew called a PyTorch compute operator during timing")
+            return out
+
+        def keep(idx: int, out: Any) -> None:
+            kept[idx] = self._snapshot_outputs(out)
+
+        result = timing.measure(fn, sets, self.device, policy, keep=keep, clock=_CLOCK)
+        counter = [0]
+        spot = {
+            str(i): wire.encode_value(self.args.xfer, f"spot{msg['seq']}_{i}_", _plain(o), counter)
+            for i, o in kept.items()
+        }
+        return {"timing": result, "spot": spot, "flags": sorted(set(flags))}
+
+
+def wire_flat(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(wire_flat(v))
+        return out
+    return [value]
+
+
+def _plain(value: Any) -> Any:
+    """Outputs as the wire can carry them: a subclass or odd object becomes a marker string."""
+    if isinstance(value, torch.Tensor):
+        return value if type(value) is torch.Tensor else "<tensor subclass>"
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="kforge_harness.runner")
+    p.add_argument("--cmd-fd", type=int, required=True)
+    p.add_argument("--reply-fd", type=int, required=True)
+    p.add_argument("--xfer", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--format", required=True, choices=["native", "kernelbench", "cuda-agent"])
+    p.add_argument("--backend", required=True, choices=["cuda", "cpu"])
+    p.add_argument("--lib")
+    p.add_argument("--ext-dir")
+    args = p.parse_args(argv)
+    runner = Runner(args)
+    cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
+    handlers = {"init": runner.init, "run": runner.run, "time": runner.time}
+    while True:
+        try:
+            msg = wire.recv(cmd_fd)
+        except wire.ChannelError:
+            return 0
+        kind = msg.get("cmd")
+        if kind == "exit":
+            return 0
+        handler = handlers.get(kind)
+        try:
+            reply = handler(msg) if handler else {"error": f"unknown command {kind!r}"}
+        except guardmod.ForbiddenOp as e:
+            reply = {"error": str(e), "flags": ["torch_compute"]}
+        except BaseException as e:  # noqa: BLE001 - report whatever the candidate raised
+            tb = traceback.format_exc()
+            reply = {"error": f"{type(e).__name__}: {e}", "traceback": tb[-4000:]}
+        if runner.integrity is not None:
+            changed = runner.integrity.changed()
+            if changed:
+                reply.setdefault("flags", []).append("harness_tamper")
+                reply["tampered"] = changed[:20]
+        reply["seq"] = msg.get("seq")
+        wire.send(reply_fd, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

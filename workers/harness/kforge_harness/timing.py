@@ -1,0 +1,162 @@
+"""One timing routine, used for eager, torch.compile and the candidate alike.
+
+Per timed call: flush the last-level cache, synchronise the device, then time the call with
+CUDA events (cuda) or the host clock (cpu), with a device-wide synchronisation after it. The
+inputs rotate over several sets so that no call sees the inputs of the last. Repetitions go on
+until the spread (interquartile range over median) is small or the budget ends. The host time
+of every call is kept too: on cuda, work that escapes the events (side streams, host threads)
+shows up as host time far above event time.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+TIMING_VERSION = "t1"
+
+
+@dataclass
+class Policy:
+    """How long and how much to time. Defaults suit kernels of 0.01 to 100 ms."""
+
+    budget_s: float = 2.0
+    min_reps: int = 10
+    max_reps: int = 1000
+    target_spread: float = 0.01
+    warmup_s: float = 0.05
+    warmup_min: int = 3
+
+
+def cache_flush_bytes(device: torch.device) -> int:
+    """Twice the last-level cache: the GPU's L2, or the CPU's largest cache (at most 64 MiB)."""
+    if device.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+        return max(2 * int(l2), 32 << 20)
+    best = 8 << 20
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                with open(os.path.join(base, entry, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            digits = text.rstrip("KM")
+            if digits.isdigit():
+                best = max(best, int(digits) * mult)
+    except OSError:
+        pass
+    return min(2 * best, 64 << 20)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarise(times_ms: list[float]) -> dict[str, float]:
+    s = sorted(times_ms)
+    med = statistics.median(s)
+    p25, p75 = _percentile(s, 0.25), _percentile(s, 0.75)
+    return {
+        "median_ms": med,
+        "p25_ms": p25,
+        "p75_ms": p75,
+        "min_ms": s[0],
+        "max_ms": s[-1],
+        "spread": (p75 - p25) / med if med > 0 else 0.0,
+    }
+
+
+def measure(
+    fn: Callable[..., Any],
+    input_sets: list[list[Any]],
+    device: torch.device,
+    policy: Policy,
+    keep: Callable[[int, Any], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> dict[str, Any]:
+    """Times ``fn(*input_sets[i])``, rotating i. Returns summary statistics of the times.
+
+    ``keep(set_index, output)`` spot-checks outputs of timed calls: it is called right after
+    the timer stopped for the first timed call on each input set, and for the last timed call.
+    Nothing of ``fn``'s outputs is retained by this function after it returns.
+    """
+    cuda = device.type == "cuda"
+    flush_bytes = cache_flush_bytes(device)
+    flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    n = len(input_sets)
+
+    start_w = clock()
+    w = 0
+    while w < policy.warmup_min or (clock() - start_w) < policy.warmup_s * 1e9:
+        fn(*input_sets[w % n])
+        w += 1
+        if w >= 1000:
+            break
+    sync()
+
+    event_ms: list[float] = []
+    host_ms: list[float] = []
+    begin = clock()
+    rep = 0
+    last: tuple[int, Any] | None = None
+    while True:
+        idx = rep % n
+        inputs = input_sets[idx]
+        flush.zero_()
+        sync()
+        if cuda:
+            ev0 = torch.cuda.Event(enable_timing=True)
+            ev1 = torch.cuda.Event(enable_timing=True)
+            t0 = clock()
+            ev0.record()
+            out = fn(*inputs)
+            ev1.record()
+            sync()
+            t1 = clock()
+            event_ms.append(ev0.elapsed_time(ev1))
+        else:
+            t0 = clock()
+            out = fn(*inputs)
+            t1 = clock()
+        host_ms.append((t1 - t0) / 1e6)
+        if keep is not None and rep < n:
+            keep(idx, out)
+        last = (idx, out)
+        del out
+        rep += 1
+        elapsed = (clock() - begin) / 1e9
+        if rep >= policy.max_reps:
+            break
+        if rep >= max(policy.min_reps, n):
+            if elapsed >= policy.budget_s:
+                break
+            if rep % 5 == 0 and summarise(event_ms or host_ms)["spread"] <= policy.target_spread:
+                break
+    if keep is not None and last is not None and rep > n:
+        keep(last[0], last[1])
+    last = None
+    del flush
+    result: dict[str, Any] = {
+        "method": "cuda_events" if cuda else "host_clock",
+        "trials": rep,
+        "warmup": w,
+        "input_sets": n,
+        "flush_bytes": flush_bytes,
+    }
+    result.update(summarise(event_ms if cuda else host_ms))
+    result["host_median_ms"] = statistics.median(host_ms)
+    return result
