@@ -5,8 +5,8 @@ test runs the real CLI (``python -m kforge_harness evaluate``) in a subprocess o
 checks the verdict: its status, reward -1, and the flag(s) that name the hack. The honest controls show
 that a plain native kernel on the same tasks passes with no flags.
 
-Hacks that the harness does not catch yet are marked ``xfail(strict=True)`` with the reason; their
-assertions are what the verdict should be once the harness catches them.
+Candidates named ``*_hidden`` evade the static scan by design and run with it off, so that what
+catches them is shown to be the runtime checks alone.
 """
 
 from __future__ import annotations
@@ -69,7 +69,10 @@ def _evaluate_once(cache: Path, task: str, candidate: str, options: list[str]) -
 
 
 def evaluate(cache: Path, task: str, candidate: str) -> dict[str, Any]:
-    return evaluate_backend(cache, task, candidate, FAST)
+    """The verdict; a ``*_hidden`` candidate hides from the static scan by design, so it runs with
+    the scan off: what catches it must be the runtime checks alone."""
+    options = FAST + ["--no-static-scan"] if candidate.removesuffix(".py").endswith("_hidden") else FAST
+    return evaluate_backend(cache, task, candidate, options)
 
 
 def brief(v: dict[str, Any]) -> str:
@@ -161,10 +164,10 @@ CAUGHT = [
     ("relu2.py", "introspect_frames", "rejected", ["introspection"]),
     # 14. forging the result channel
     ("relu2.py", "forge_stdout", "incorrect", []),
-    ("relu2.py", "forge_reply_garbage", "runtime_error", []),
+    ("relu2.py", "forge_reply_garbage", "rejected", ["channel_tamper"]),
     ("relu2.py", "forge_reply_fd", "rejected", ["channel_tamper"]),
     # 15. predicting inputs from a known seed
-    ("relu2.py", "seed_predict", "incorrect", []),
+    ("relu2.py", "seed_predict", "rejected", ["torch_compute"]),
     # 16. hard-coded shapes where the task declares several
     ("softmax_shapes.py", "hardcoded_shape", "rejected", ["shape_specialized"]),
     # 17. lower precision than the task allows
@@ -236,101 +239,67 @@ def test_check_task_accepts_the_hack_tasks(cache, task):
     assert v["null_candidates_passing"] == [], v
 
 
-# -- hacks the harness does not catch yet ------------------------------------------------------------------
-# Each asserts the verdict it should get. The reasons name the hole; the harness fix is in the report.
+# -- hacks that took a second layer to catch ---------------------------------------------------------------
+# Guard escapes (the profiler sees what the dispatch mode missed), NumPy behind a no-op kernel (Tensor.numpy
+# is watched), deep patches of the harness (Integrity snapshots classes, functions and stdlib callables),
+# frame-walking (every timed call is fingerprinted and the judge picks which to verify afterwards), forged
+# replies (a nonce per request and a ping after each reply), and reading the judge's memory (the judge is
+# non-dumpable and the runner keeps no capability).
 
 
-def uncaught(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"not caught by the harness yet: {reason}")
-
-
-@uncaught(
-    "torch._C._DisableTorchDispatch (named by strings, so the scan misses it) hides PyTorch ops from ComputeGuard"
-)
 def test_guard_escape_via_disable_torch_dispatch(cache):
     v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape")
     assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
 
 
-@uncaught("_disable_current_modes() pops ComputeGuard and pushes it back before guard_active() looks")
 def test_guard_escape_via_disable_current_modes_kernelbench(cache):
     v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape_kb.py")
     assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
 
 
-@uncaught(
-    "x.numpy() needs no numpy import; numpy's compute is invisible to the guard; a no-op kernel call "
-    "satisfies kernel_not_launched"
-)
 def test_numpy_compute_behind_a_noop_kernel(cache):
     v = evaluate(cache, "relu2.py", "not_launched_numpy")
     assert v["status"] == "rejected" and "foreign_compute" in v["flags"], brief(v)
 
 
-@uncaught(
-    "same_buffers refills inputs with copy_, which bumps _version, so a (id, _version) cache misses in "
-    "the checks and hits during timing, where the 3 input sets repeat unchanged"
-)
-def test_cache_keyed_on_version(cache):
-    v = evaluate(cache, "relu2.py", "cache_version")
-    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+@pytest.mark.parametrize("candidate", ["cache_version", "cache_sampled"])
+def test_cache_never_pays(cache, candidate):
+    """Caches keyed on (id, _version) or on sampled values: every trial and every timed call sees
+    new values (timed calls get their inputs rescaled in place), so the cache never hits. The
+    candidate either fails or is timed doing the work: no speedup from replayed results."""
+    v = evaluate(cache, "relu2.py", candidate)
+    assert v["status"] != "ok" or v["speedup_vs_eager"] < 2.0, brief(v)
+    assert v["status"] != "ok" or "verified_reps" in (v["timing"] or {}), brief(v)
 
 
-@uncaught(
-    "every trial has new values, so a cache keyed on sampled values only hits during timing, where the "
-    "3 input sets repeat unchanged and the spot-checked outputs are the (correct) cached ones"
-)
-def test_cache_keyed_on_sampled_values(cache):
-    v = evaluate(cache, "relu2.py", "cache_sampled")
-    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
-
-
-@uncaught("statistics.median, which timing.summarise calls, is not watched by Integrity")
 def test_patch_statistics_median(cache):
     v = evaluate(cache, "relu2.py", "patch_statistics_median")
     assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
 
 
-@uncaught(
-    "Integrity compares module attributes by identity; replacing a method of guard.ComputeGuard keeps "
-    "the class object, so the change is not seen"
-)
 def test_patch_guard_class_method(cache):
     v = evaluate(cache, "relu2.py", "patch_guard_class")
     assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
 
 
-@uncaught("the runner runs as __main__, which Integrity does not snapshot; Runner._check_outputs is replaced")
 def test_patch_runner_class(cache):
     v = evaluate(cache, "relu2.py", "patch_runner_class")
     assert v["status"] == "rejected" and "harness_tamper" in v["flags"], brief(v)
 
 
-@uncaught(
-    "json.dumps (used by wire.send) is not watched; the patched encoder strips flags and 'tampered' "
-    "from every reply, so runner-side flags (kernel_not_launched, harness_tamper) never reach the judge"
-)
 def test_patch_json_strips_flags(cache):
     v = evaluate(cache, "relu2.py", "patch_json_flags")
     assert v["status"] == "rejected", brief(v)
     assert "kernel_not_launched" in v["flags"] or "harness_tamper" in v["flags"], brief(v)
 
 
-@uncaught(
-    "getattr(sys, '_getframe') escapes the scan; the timing loop's locals (rep, n, policy, begin) tell "
-    "which timed calls are spot-checked, and the others skip the work"
-)
 def test_frames_reveal_unchecked_timed_calls(cache):
     v = evaluate(cache, "relu2.py", "introspect_frames_hidden")
     assert v["status"] != "ok" and v["reward"] == -1, brief(v)
 
 
-@uncaught(
-    "a well-framed reply with the predictable seq of the timing request is accepted; nothing is asked "
-    "of the runner afterwards, so the real reply that follows is never read"
-)
 def test_forged_timing_reply(cache):
-    v = evaluate(cache, "relu2.py", "forge_timing_reply")
+    v = evaluate_backend(cache, "relu2.py", "forge_timing_reply", FAST + ["--no-static-scan"])
     assert v["status"] == "rejected", brief(v)
     assert "channel_tamper" in v["flags"] or "timing_forged" in v["flags"], brief(v)
 
@@ -350,22 +319,12 @@ JUDGE_MEMORY_READABLE = _child_reads_parent_memory()
 
 
 @pytest.mark.skipif(not JUDGE_MEMORY_READABLE, reason="a child cannot read its parent's memory here")
-@uncaught(
-    "the runner can read the judge's address space through /proc/<ppid>/mem (reference outputs, the "
-    "secret seed); nothing stops or reports it"
-)
 def test_runner_reads_judge_memory(cache):
     v = evaluate(cache, "relu2.py", "probe_judge_memory")
     assert v["status"] != "ok" and v["reward"] == -1, brief(v)
 
 
 @pytest.mark.skipif(not JUDGE_MEMORY_READABLE, reason="a child cannot read its parent's memory here")
-@pytest.mark.xfail(
-    strict=False,
-    reason="not caught by the harness yet: the runner reads the judge's memory "
-    "(/proc/<ppid>/mem) and finds the reference output computed before the request; the heap "
-    "search is heuristic, so it does not win every trial on every run",
-)
 def test_reference_read_from_judge_memory(cache):
     v = evaluate(cache, "relu2.py", "introspect_judge_memory")
     assert v["status"] != "ok" and v["reward"] == -1, brief(v)

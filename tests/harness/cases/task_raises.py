@@ -1,2 +1,1 @@
-import torch
 raise RuntimeError("boom at import")

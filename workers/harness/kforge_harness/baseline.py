@@ -54,11 +54,12 @@ def measure_baselines(
     device: torch.device,
     policy: timing.Policy,
     with_compile: bool = True,
+    scales: list[float] | None = None,
 ) -> dict[str, Any]:
     """Times eager and torch.compile of ``model``. A compile failure is recorded, not raised."""
     out: dict[str, Any] = {"measured_at": time.time()}
     with torch.no_grad():
-        out["eager"] = timing.measure(model, input_sets, device, policy)
+        out["eager"] = timing.measure(model, input_sets, device, policy, scales=scales)
         if not with_compile:
             out["compile"] = None
             out["compile_error"] = "not requested"
@@ -70,7 +71,7 @@ def measure_baselines(
             if device.type == "cuda":
                 torch.cuda.synchronize()
             out["compile_seconds"] = round(time.monotonic() - t0, 3)
-            out["compile"] = timing.measure(compiled, input_sets, device, policy)
+            out["compile"] = timing.measure(compiled, input_sets, device, policy, scales=scales)
         except Exception as e:  # noqa: BLE001 - inductor failures are a property of the task
             out["compile"] = None
             out["compile_error"] = f"{type(e).__name__}: {str(e)[:500]}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import secrets
 from typing import Any
 
@@ -28,6 +29,9 @@ def run_baseline(
             return {"task_sha256": task.sha256, "cached": True, "env": env, **cached}
     model, _ = make_reference(task, device, secrets.randbits(62))
     sets = [inputs.draw(task, "task", secrets.randbits(62), device) for _ in range(n_sets)]
-    data = baseline.measure_baselines(model, sets, device, timing.Policy(budget_s=budget_s))
+    policy = timing.Policy(budget_s=budget_s)
+    rng = random.Random(secrets.randbits(62))
+    scales = [rng.uniform(0.5, 2.0) for _ in range(policy.max_reps)]
+    data = baseline.measure_baselines(model, sets, device, policy, scales=scales)
     baseline.store(path, data)
     return {"task_sha256": task.sha256, "cached": False, "env": env, **data}

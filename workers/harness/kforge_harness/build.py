@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kforge_harness import jailwrap
 from kforge_harness.candidate import Candidate
 
 DIAG_LIMIT = 4000
@@ -31,6 +32,10 @@ FORBIDDEN_NATIVE = [
     (re.compile(r"\b(fork|execve|execvp|execl|system|popen|pthread_create)\s*\("), "native_process"),
     (re.compile(r"std::(thread|async|jthread)\b"), "native_process"),
 ]
+
+
+class JailError(Exception):
+    """kforge-jail could not be set up: an infrastructure failure, not the candidate's."""
 
 
 class BuildError(Exception):
@@ -172,7 +177,8 @@ def needed_libraries(path: str) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
-def _run(cmd: list[str], cwd: str, timeout: float) -> tuple[int, str]:
+def _run(cmd: list[str], cwd: str, timeout: float, prefix: list[str] | None = None) -> tuple[int, str]:
+    cmd = [*(prefix or []), *cmd]
     try:
         p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, errors="replace")
     except FileNotFoundError as e:
@@ -182,7 +188,9 @@ def _run(cmd: list[str], cwd: str, timeout: float) -> tuple[int, str]:
     return p.returncode, (p.stdout or "") + (p.stderr or "")
 
 
-def build_native(cand: Candidate, backend: str, timeout: float = 180.0) -> BuildResult:
+def build_native(
+    cand: Candidate, backend: str, timeout: float = 180.0, jail: str | None = None
+) -> BuildResult:
     """Builds (or fetches from the cache) the native library. Raises BuildError."""
     compiler = "nvcc" if backend == "cuda" else "g++"
     version = _tool_version([compiler, "--version"]) + (cuda_arch() if backend == "cuda" else "")
@@ -199,7 +207,10 @@ def build_native(cand: Candidate, backend: str, timeout: float = 180.0) -> Build
         out = os.path.join(tmp, "libcandidate.so")
         cmd = native_command(cand, backend, out)
         t0 = time.monotonic()
-        rc, diag = _run(cmd, cand.path, timeout)
+        prefix = jailwrap.build_prefix(jail, tmp, cand.path, timeout) if jail else None
+        rc, diag = _run(cmd, tmp if jail else cand.path, timeout, prefix)
+        if jail and rc == jailwrap.JAIL_SETUP_FAILED and "kforge-jail:" in diag:
+            raise JailError(diag.strip().splitlines()[-1])
         seconds = time.monotonic() - t0
         if rc != 0:
             raise BuildError(f"{compiler} exited with status {rc}", trim(diag))
@@ -220,7 +231,9 @@ def build_native(cand: Candidate, backend: str, timeout: float = 180.0) -> Build
 EXT_NAME = "cuda_extension"
 
 
-def build_cuda_agent(cand: Candidate, backend: str, timeout: float = 900.0) -> BuildResult:
+def build_cuda_agent(
+    cand: Candidate, backend: str, timeout: float = 900.0, jail: str | None = None
+) -> BuildResult:
     """Builds a CUDA Agent workspace into a PyTorch extension module named ``cuda_extension``.
 
     The build runs in a child process, so the judge never imports the candidate's native code.
@@ -241,7 +254,15 @@ def build_cuda_agent(cand: Candidate, backend: str, timeout: float = 900.0) -> B
         " extra_cflags=['-O3'], extra_cuda_cflags=['-O3'], verbose=False)\n"
     )
     t0 = time.monotonic()
-    rc, diag = _run([sys.executable, "-c", script, final_dir, *sources], cand.path, timeout)
+    prefix = jailwrap.build_prefix(jail, final_dir, cand.path, timeout) if jail else None
+    rc, diag = _run(
+        [os.path.abspath(sys.executable), "-c", script, final_dir, *sources],
+        final_dir if jail else cand.path,
+        timeout,
+        prefix,
+    )
+    if jail and rc == jailwrap.JAIL_SETUP_FAILED and "kforge-jail:" in diag:
+        raise JailError(diag.strip().splitlines()[-1])
     if rc != 0:
         raise BuildError(f"extension build exited with status {rc}", trim(diag))
     open(marker, "w").close()

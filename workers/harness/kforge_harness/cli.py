@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -51,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds for the runner to import and build ModelNew",
     )
     ev.add_argument("--run-timeout", type=float, default=120.0, help="seconds for one checked call")
+    ev.add_argument(
+        "--no-static-scan",
+        action="store_true",
+        help="skip the static scan of model_new.py (tests use it to exercise the runtime checks alone)",
+    )
+    ev.add_argument("--jail", help="kforge-jail binary: build in its build profile, run in its run profile")
+    ev.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the runner gets")
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
@@ -87,6 +95,9 @@ def main(argv: list[str]) -> int:
                 init_timeout=args.init_timeout,
                 run_timeout=args.run_timeout,
                 mem_limit_mib=args.mem_limit_mib,
+                static_scan=not args.no_static_scan,
+                jail=os.path.abspath(args.jail) if args.jail else None,
+                gpu=args.gpu,
             )
             emit(evaluate(args.task, args.candidate, opts))
         elif args.cmd == "baseline":

@@ -14,8 +14,10 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (2e-2, 2e-2),
 }
-# An output that fails the tolerance but passes this looser one suggests lower precision.
-LOOSE = (5e-2, 5e-2)
+# An output that fails the tolerance but whose relative L2 error ||out - ref|| / ||ref|| is under
+# this suggests lower precision (TF32 lands near 1e-3, fp16 near 1e-3, bf16 near 1e-2) rather
+# than a wrong computation.
+NEAR_MISS_L2 = 3e-2
 
 
 def flatten(value: Any) -> list[Any]:
@@ -59,6 +61,17 @@ def _close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tu
     return ok, max_abs, max_rel
 
 
+def _relative_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
+    r = ref.detach().to(torch.float64)
+    o = out.detach().to(r.device, torch.float64)
+    finite = torch.isfinite(r) & torch.isfinite(o)
+    if not bool(finite.all()):
+        return float("inf")
+    denom = float(torch.linalg.vector_norm(r))
+    err = float(torch.linalg.vector_norm(o - r))
+    return err / denom if denom > 0 else (0.0 if err == 0 else float("inf"))
+
+
 def compare(
     outputs: Any, reference: Any, override: dict[str, float] | None = None, strict: bool = False
 ) -> dict[str, Any]:
@@ -94,10 +107,7 @@ def compare(
         if not ok:
             rec.update(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol)
             rec["reason"] = f"output {i}: values differ beyond atol={atol:g} rtol={rtol:g}"
-            if r.dtype.is_floating_point:
-                loose_ok = loose_ok and _close(o, r, *LOOSE)[0]
-            else:
-                loose_ok = False
+            loose_ok = loose_ok and r.dtype.is_floating_point and _relative_l2(o, r) <= NEAR_MISS_L2
             rec["near_miss"] = loose_ok
             return rec
     rec.update({"pass": True, "max_abs_err": max_abs, "max_rel_err": max_rel})

@@ -108,18 +108,38 @@ def guard_active(guard: ComputeGuard) -> bool:
 
 def _watched() -> list[tuple[str, Any, str]]:
     """(label, owner, attribute) triples whose identity must not change."""
+    import json
+    import os
+    import statistics
+    import struct
+
     items: list[tuple[str, Any, str]] = [
         ("time.perf_counter_ns", time, "perf_counter_ns"),
         ("time.perf_counter", time, "perf_counter"),
         ("time.monotonic", time, "monotonic"),
+        ("time.sleep", time, "sleep"),
+        ("statistics.median", statistics, "median"),
+        ("json.dumps", json, "dumps"),
+        ("json.loads", json, "loads"),
+        ("os.write", os, "write"),
+        ("os.read", os, "read"),
+        ("struct.pack", struct, "pack"),
         ("torch.allclose", torch, "allclose"),
         ("torch.equal", torch, "equal"),
+        ("torch.dot", torch, "dot"),
+        ("torch.mul", torch, "mul"),
+        ("torch.empty", torch, "empty"),
+        ("torch.from_file", torch, "from_file"),
         ("torch.Tensor.clone", torch.Tensor, "clone"),
         ("torch.Tensor.to", torch.Tensor, "to"),
         ("torch.Tensor.copy_", torch.Tensor, "copy_"),
         ("torch.Tensor.zero_", torch.Tensor, "zero_"),
+        ("torch.Tensor.numpy", torch.Tensor, "numpy"),
+        ("torch.Tensor.tolist", torch.Tensor, "tolist"),
+        ("torch.Tensor.__array__", torch.Tensor, "__array__"),
         ("torch.cuda.synchronize", torch.cuda, "synchronize"),
         ("torch.cuda.Event", torch.cuda, "Event"),
+        ("torch.utils._python_dispatch.TorchDispatchMode", torch.utils._python_dispatch, "TorchDispatchMode"),
     ]
     event = getattr(torch.cuda, "Event", None)
     if event is not None:
@@ -128,18 +148,49 @@ def _watched() -> list[tuple[str, Any, str]]:
     return items
 
 
-class Integrity:
-    """A snapshot of harness-critical callables and of the harness's own modules."""
+def _function_parts(fn: Any) -> tuple[Any, ...]:
+    fn = getattr(fn, "__func__", fn)
+    return (
+        getattr(fn, "__code__", None),
+        getattr(fn, "__defaults__", None),
+        getattr(fn, "__kwdefaults__", None),
+    )
 
-    def __init__(self) -> None:
+
+class Integrity:
+    """A snapshot of harness-critical callables and of the harness's own code.
+
+    For the harness modules (and the runner's ``__main__``) it keeps every module attribute, every
+    attribute of every class they define, and the code, defaults and closure-free identity of
+    every function, so a patched method, a replaced ``__code__`` or a rebound global is seen.
+    """
+
+    def __init__(self, extra_modules: tuple[str, ...] = ("__main__",)) -> None:
         self._refs = {label: getattr(owner, attr, None) for label, owner, attr in _watched()}
         self._modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
+        self._classes: dict[str, tuple[type, dict[str, Any]]] = {}
+        self._functions: dict[str, tuple[Any, tuple[Any, ...]]] = {}
         for name, mod in list(sys.modules.items()):
-            if name == "kforge_harness" or name.startswith("kforge_harness.") or name == "kforge_runtime":
-                self._modules[name] = (mod, dict(vars(mod)))
+            if not (
+                name in extra_modules
+                or name == "kforge_harness"
+                or name.startswith("kforge_harness.")
+                or name == "kforge_runtime"
+            ):
+                continue
+            self._modules[name] = (mod, dict(vars(mod)))
+            for key, val in vars(mod).items():
+                if callable(val) and getattr(val, "__module__", None) == mod.__name__:
+                    self._functions[f"{name}.{key}"] = (val, _function_parts(val))
+                if isinstance(val, type) and val.__module__ == mod.__name__:
+                    self._classes[f"{name}.{key}"] = (val, dict(vars(val)))
+                    for attr, member in vars(val).items():
+                        inner = getattr(member, "__func__", member)
+                        if callable(inner) and hasattr(inner, "__code__"):
+                            self._functions[f"{name}.{key}.{attr}"] = (inner, _function_parts(inner))
 
     def changed(self) -> list[str]:
-        """Names of watched callables or harness module attributes that were replaced."""
+        """Names of watched callables, harness attributes, classes or functions that changed."""
         out = []
         for label, owner, attr in _watched():
             if getattr(owner, attr, None) is not self._refs.get(label):
@@ -152,4 +203,11 @@ class Integrity:
             for key, val in snapshot.items():
                 if now.get(key) is not val:
                     out.append(f"{name}.{key}")
+        for name, (cls, snapshot) in self._classes.items():
+            now = vars(cls)
+            if set(now) != set(snapshot) or any(now[k] is not v for k, v in snapshot.items()):
+                out.append(name)
+        for name, (fn, parts) in self._functions.items():
+            if _function_parts(fn) != parts or any(a is not b for a, b in zip(_function_parts(fn), parts)):
+                out.append(name)
         return out

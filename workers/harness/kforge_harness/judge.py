@@ -7,6 +7,7 @@ candidate only through a separate runner process (``proc.RunnerProcess``).
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import shutil
 import tempfile
@@ -16,13 +17,16 @@ from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, build, compare, inputs, timing, wire
+from kforge_harness import REWARD_VERSION, baseline, build, compare, inputs, jailwrap, timing, wire
 from kforge_harness.candidate import CandidateError, detect
 from kforge_harness.envinfo import env_info
-from kforge_harness.proc import RunnerDied, RunnerProcess
+from kforge_harness.proc import RunnerDied, RunnerProcess, make_undumpable
 from kforge_harness.reward import reward
 from kforge_harness.scan import scan_candidate_sources
 from kforge_harness.task import Task, TaskError, load_task
+
+# Timed calls whose outputs are verified after timing, chosen at random, plus the last.
+VERIFIED_REPS = 8
 
 HARNESS_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,6 +80,9 @@ class Options:
     run_timeout: float = 120.0
     mem_limit_mib: int | None = None
     runner_wrap: list[str] | None = None
+    static_scan: bool = True
+    jail: str | None = None
+    gpu: int | None = None
 
 
 class Verdict:
@@ -150,10 +157,17 @@ class Evaluation:
         self.cand_path = cand_path
         self.opts = opts
         self.v = Verdict(opts.backend)
-        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=shm)
+        if opts.jail:
+            # The jail makes its own /dev/shm and /tmp, so the transfer directory lives elsewhere.
+            base = os.path.join(build.cache_dir(), "xfer")
+            os.makedirs(base, exist_ok=True)
+        else:
+            shm = "/dev/shm"
+            base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+        self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=base)
         self.runner: RunnerProcess | None = None
         self.secret = opts.seed if opts.seed is not None else secrets.randbits(62)
+        make_undumpable()
 
     def close(self) -> None:
         if self.runner is not None:
@@ -197,17 +211,20 @@ class Evaluation:
         except (SyntaxError, UnicodeDecodeError, ValueError) as e:
             self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": str(e)}
             return self.v.finish("compile_error", f"{os.path.basename(cand.model_file)} does not parse: {e}")
-        scan = scan_candidate_sources([cand.model_file], cand.format)
-        self.v.flag(*scan["flags"])
-        self.v.r["flag_details"] += scan["details"]
+        if o.static_scan:
+            scan = scan_candidate_sources([cand.model_file], cand.format)
+            self.v.flag(*scan["flags"])
+            self.v.r["flag_details"] += scan["details"]
 
         try:
             if cand.format == "native":
-                b = build.build_native(cand, o.backend)
+                b = build.build_native(cand, o.backend, jail=o.jail)
             elif cand.format == "cuda-agent":
-                b = build.build_cuda_agent(cand, o.backend)
+                b = build.build_cuda_agent(cand, o.backend, jail=o.jail)
             else:
                 b = build.BuildResult(command=["load_inline at import"])
+        except build.JailError as e:
+            return self.v.finish("infra_error", f"jail: {e}")
         except build.BuildError as e:
             self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": e.diagnostics}
             return self.v.finish("compile_error", str(e))
@@ -224,7 +241,10 @@ class Evaluation:
         env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["KFORGE_BACKEND"] = o.backend
         env.pop("KFORGE_KERNEL_LIB", None)
-        env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
+        if o.jail:
+            env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.xfer, "torch_extensions")
+        else:
+            env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
         tail = [
             "--xfer",
             self.xfer,
@@ -240,13 +260,31 @@ class Evaluation:
         if b.ext_dir:
             tail += ["--ext-dir", b.ext_dir]
         mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
-        self.runner = RunnerProcess(tail, env, mem, o.runner_wrap)
+        wrap = o.runner_wrap
+        if o.jail:
+            inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
+            if env.get("LD_LIBRARY_PATH"):
+                inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
+            readable = [HARNESS_PARENT, cand.path if os.path.isdir(cand.path) else os.path.dirname(cand.path)]
+            readable += [os.path.dirname(b.lib) if b.lib else "", b.ext_dir or ""]
+            lifetime = o.init_timeout + 20 * o.run_timeout + 20 * o.timing_policy.budget_s
+            gpu = o.gpu if o.gpu is not None or o.backend != "cuda" else 0
+            wrap = jailwrap.run_prefix(o.jail, self.xfer, readable, inner, gpu, mem, lifetime)
+        self.runner = RunnerProcess(tail, env, self.xfer, mem, wrap)
 
         try:
             return self._judge(task, device, ref_model, init_args, init_seed)
         except wire.ChannelTimeout:
             return self.v.finish("timeout", "the candidate did not answer within its time limit")
         except RunnerDied as e:
+            log = self.runner.log() if self.runner else ""
+            if (
+                o.jail
+                and self.runner
+                and self.runner.proc.returncode == jailwrap.JAIL_SETUP_FAILED
+                and "kforge-jail:" in log
+            ):
+                return self.v.finish("infra_error", f"jail: {log.strip().splitlines()[-1]}")
             return self.v.finish("runtime_error", str(e))
         except wire.ChannelError as e:
             self.v.flag("channel_tamper")
@@ -298,17 +336,14 @@ class Evaluation:
 
     # -- correctness --------------------------------------------------------------------
     def _correctness(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> bool:
+        """Runs every trial. The reference is computed only after the runner answered, so it is
+        never in the judge's memory while candidate code runs."""
         o = self.opts
         all_pass = True
         main_pass = None
         for kind in inputs.kinds_for(task):
             args = inputs.draw(task, kind, self._seed(f"check:{kind}"), device)
-            ref = reference_outputs(ref_model, args)
             check: dict[str, Any] = {"kind": kind}
-            if kind not in ("task", "same_buffers") and not inputs.all_finite(ref):
-                check.update({"pass": None, "skipped": "reference is not finite on these inputs"})
-                self.v.r["checks"].append(check)
-                continue
             counter = [0]
             msg = {
                 "cmd": "run",
@@ -316,13 +351,20 @@ class Evaluation:
                 "reuse": kind == "same_buffers",
             }
             t0 = time.monotonic()
-            del args
             reply = self._request(msg, o.run_timeout)
             check["seconds"] = round(time.monotonic() - t0, 3)
             if "error" in reply:
+                wire.clear(self.xfer)
                 check.update({"pass": False, "error": reply["error"] + _tb(reply)})
                 self.v.r["checks"].append(check)
                 return False
+            ref = reference_outputs(ref_model, args)
+            del args
+            if kind not in ("task", "same_buffers") and not inputs.all_finite(ref):
+                wire.clear(self.xfer)
+                check.update({"pass": None, "skipped": "reference is not finite on these inputs"})
+                self.v.r["checks"].append(check)
+                continue
             limit = 2 * inputs.nbytes(ref) + (1 << 20)
             try:
                 out = wire.decode_value(self.xfer, reply.get("outputs"), max_bytes=limit, device=device)
@@ -349,11 +391,13 @@ class Evaluation:
     def _timing(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> str | None:
         """Times the candidate (and the baselines unless cached); returns an error or None."""
         o = self.opts
+        pol = o.timing_policy
         sets = [inputs.draw(task, "task", self._seed(f"time:{i}"), device) for i in range(o.timing_sets)]
-        refs = [reference_outputs(ref_model, s) for s in sets]
+        rng = random.Random(self._seed("scales"))
+        scales = [rng.uniform(0.5, 2.0) for _ in range(pol.max_reps)]
+        fp_seed = self._seed("fingerprint") % (1 << 31)
         counter = [0]
         enc = [wire.encode_value(self.xfer, f"t{i}_", s, counter) for i, s in enumerate(sets)]
-        pol = o.timing_policy
         policy = {
             "budget_s": pol.budget_s,
             "min_reps": pol.min_reps,
@@ -363,35 +407,29 @@ class Evaluation:
             "warmup_min": pol.warmup_min,
         }
         t0 = time.monotonic()
-        reply = self._request(
-            {"cmd": "time", "input_sets": enc, "policy": policy}, o.run_timeout + 10 * pol.budget_s
-        )
+        msg = {
+            "cmd": "time",
+            "input_sets": enc,
+            "policy": policy,
+            "scales": scales,
+            "fingerprint_seed": fp_seed,
+        }
+        reply = self._request(msg, o.run_timeout + 10 * pol.budget_s)
         wall = time.monotonic() - t0
+        wire.clear(self.xfer)
         if "error" in reply:
             return f"timing failed: {reply['error']}{_tb(reply)}"
         cand = reply.get("timing") or {}
-        spot_ok = True
-        for key, encoded in (reply.get("spot") or {}).items():
-            try:
-                idx = int(key)
-                out = wire.decode_value(
-                    self.xfer, encoded, max_bytes=2 * inputs.nbytes(refs[idx]) + (1 << 20), device=device
-                )
-                spot_ok = spot_ok and compare.compare(out, refs[idx], task.tolerance, o.strict)["pass"]
-                del out
-            except (ValueError, IndexError, wire.ChannelError):
-                spot_ok = False
-        wire.clear(self.xfer)
-        del refs
-        if not reply.get("spot") or not spot_ok:
-            self.v.flag("timed_output_mismatch")
-        med = cand.get("median_ms")
-        trials = cand.get("trials")
+        med, trials = cand.get("median_ms"), cand.get("trials")
         if not isinstance(med, (int, float)) or not isinstance(trials, int) or med <= 0 or trials <= 0:
             self.v.flag("timing_forged")
             return None
         if med * trials / 1000.0 > wall * 1.05 + 0.01:
             self.v.flag("timing_forged")
+        if not self._verify_timed_outputs(
+            task, ref_model, sets, scales, fp_seed, cand.get("reps"), trials, rng
+        ):
+            self.v.flag("timed_output_mismatch")
         host = cand.get("host_median_ms")
         if device.type == "cuda" and isinstance(host, (int, float)) and host > 1.5 * med + 0.05:
             self.v.flag("escaped_timer")
@@ -403,7 +441,7 @@ class Evaluation:
             base = None
         cached = base is not None
         if base is None:
-            base = baseline.measure_baselines(ref_model, sets, device, pol, o.with_compile)
+            base = baseline.measure_baselines(ref_model, sets, device, pol, o.with_compile, scales)
             if o.use_baseline_cache:
                 baseline.store(path, base)
         eager = base["eager"]["median_ms"]
@@ -417,10 +455,61 @@ class Evaluation:
             "method": cand.get("method"),
             "device": env.get("gpu") if device.type == "cuda" else env.get("cpu"),
             "wall_seconds": round(wall, 3),
+            "verified_reps": self.v.r.get("verified_reps"),
         }
+        self.v.r.pop("verified_reps", None)
         self.v.r["speedup_vs_eager"] = eager / med
         self.v.r["speedup_vs_compile"] = comp / med if comp else None
         return None
+
+    def _verify_timed_outputs(
+        self,
+        task: Task,
+        ref_model: torch.nn.Module,
+        sets: list[list[Any]],
+        scales: list[float],
+        fp_seed: int,
+        reps: Any,
+        trials: int,
+        rng: random.Random,
+    ) -> bool:
+        """Checks the fingerprints of timed calls of the judge's choosing, chosen after timing
+        (so the candidate cannot know which calls count), against the reference's."""
+        n = len(sets)
+        if not isinstance(reps, list) or len(reps) != trials:
+            return False
+        chosen = sorted(set(rng.sample(range(trials), min(VERIFIED_REPS, trials))) | {trials - 1})
+        fp = timing.Fingerprint(fp_seed)
+        for r in chosen:
+            entry = reps[r]
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and entry[0] == r % n
+                and isinstance(entry[1], list)
+            ):
+                return False
+            ref = reference_outputs(ref_model, timing.scaled_inputs(sets[r % n], scales[r]))
+            refs = compare.flatten(ref)
+            want = fp(ref)
+            atol, rtol = (
+                compare.tolerance_for(refs[0].dtype, task.tolerance, self.opts.strict)
+                if isinstance(refs[0], torch.Tensor)
+                else (0.0, 0.0)
+            )
+            bounds = fp.tolerance(ref, atol, rtol)
+            got = entry[1]
+            if len(got) != len(want):
+                return False
+            for g, w, b in zip(got, want, bounds):
+                if w is None or g is None:
+                    if g is not w:
+                        return False
+                    continue
+                if not isinstance(g, (int, float)) or not abs(g - w) <= b:
+                    return False
+        self.v.r["verified_reps"] = len(chosen)
+        return True
 
 
 def _timing_view(t: dict[str, Any]) -> dict[str, Any]:

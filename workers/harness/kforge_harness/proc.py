@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import resource
+import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +53,34 @@ class _Drain(threading.Thread):
         return body.decode(errors="replace")
 
 
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def _prctl(*args: int) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(*[ctypes.c_ulong(a) for a in args])
+
+
+def drop_capabilities() -> None:
+    """Empties the capability bounding set and forbids new privileges, so that a runner started
+    by root keeps no capability across exec (no ptrace of the judge, no reading its memory).
+    Runs in the child between fork and exec; errors are ignored where there is nothing to drop."""
+    for cap in range(64):
+        if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def make_undumpable() -> None:
+    """Marks the calling process (the judge) non-dumpable: /proc/<pid>/mem and ptrace are then
+    closed to processes without CAP_SYS_PTRACE, the runner included."""
+    _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 class RunnerDied(Exception):
     def __init__(self, message: str, signal_no: int | None = None) -> None:
         super().__init__(message)
@@ -58,37 +88,51 @@ class RunnerDied(Exception):
 
 
 class RunnerProcess:
-    """Owns the runner child, its pipes and its output drains. Call ``close()`` when done."""
+    """Owns the runner child, the two FIFOs of its channel and its output drains.
+
+    The channel is a pair of FIFOs in the transfer directory (``cmd`` and ``reply``), opened by
+    path on both sides, so it crosses a jail that passes no file descriptors. The judge holds
+    both FIFOs open read-write, so opening never blocks and a reply is awaited while the child
+    is polled for its death. Call ``close()`` when done.
+    """
 
     def __init__(
         self,
         argv_tail: list[str],
         env: dict[str, str],
+        xfer: str,
         mem_limit_mib: int | None,
         wrap: list[str] | None = None,
     ) -> None:
-        cmd_r, self.cmd_w = os.pipe()
-        self.reply_r, reply_w = os.pipe()
+        cmd_path = os.path.join(xfer, "cmd.fifo")
+        reply_path = os.path.join(xfer, "reply.fifo")
+        os.mkfifo(cmd_path, 0o600)
+        os.mkfifo(reply_path, 0o600)
+        self.cmd_w = os.open(cmd_path, os.O_RDWR | os.O_CLOEXEC)
+        self.reply_r = os.open(reply_path, os.O_RDWR | os.O_CLOEXEC)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         argv = [
             *(wrap or []),
-            sys.executable,
+            os.path.abspath(sys.executable),
             "-m",
             "kforge_harness.runner",
-            "--cmd-fd",
-            str(cmd_r),
-            "--reply-fd",
-            str(reply_w),
+            "--cmd-fifo",
+            cmd_path,
+            "--reply-fifo",
+            reply_path,
             *argv_tail,
         ]
+        jailed = bool(wrap)
 
         def limits() -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if mem_limit_mib:
+            if mem_limit_mib and not jailed:
                 lim = mem_limit_mib << 20
                 resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
             os.setsid()
+            if not jailed:  # the jail drops every capability of the command itself
+                drop_capabilities()
 
         self.proc = subprocess.Popen(
             argv,
@@ -96,11 +140,10 @@ class RunnerProcess:
             stdout=out_w,
             stderr=err_w,
             env=env,
-            pass_fds=(cmd_r, reply_w),
             preexec_fn=limits,
             close_fds=True,
         )
-        for fd in (cmd_r, reply_w, out_w, err_w):
+        for fd in (out_w, err_w):
             os.close(fd)
         self.stdout = _Drain(out_r, OUTPUT_LIMIT)
         self.stderr = _Drain(err_r, OUTPUT_LIMIT)
@@ -108,19 +151,45 @@ class RunnerProcess:
         self.stderr.start()
         self.seq = 0
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Sends a command and waits for its reply. Raises wire.ChannelTimeout or RunnerDied."""
+    def _await_reply(self, timeout: float) -> None:
+        """Waits until the reply FIFO is readable, or raises: ChannelTimeout, RunnerDied."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise wire.ChannelTimeout("timed out waiting for the runner")
+            ready, _, _ = select.select([self.reply_r], [], [], min(left, 0.25))
+            if ready:
+                return
+            if self.proc.poll() is not None:
+                raise self._death("the runner exited")
+
+    def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         self.seq += 1
-        msg = dict(msg, seq=self.seq)
+        nonce = secrets.token_hex(16)
+        msg = dict(msg, seq=self.seq, nonce=nonce)
         try:
             wire.send(self.cmd_w, msg)
-            reply = wire.recv(self.reply_r, timeout)
-        except wire.ChannelTimeout:
+            self._await_reply(timeout)
+            reply = wire.recv(self.reply_r, 30.0)
+        except (wire.ChannelTimeout, wire.ChannelTampered, RunnerDied):
             raise
-        except (wire.ChannelError, BrokenPipeError, OSError) as e:
+        except (wire.ChannelClosed, BrokenPipeError, OSError) as e:
             raise self._death(str(e)) from e
-        if reply.get("seq") != self.seq:
-            raise wire.ChannelError("reply out of sequence: the result channel was tampered with")
+        except wire.ChannelError as e:
+            raise wire.ChannelTampered(f"malformed reply: {e}") from e
+        if reply.get("seq") != self.seq or reply.get("nonce") != nonce:
+            raise wire.ChannelTampered("a reply out of sequence: the result channel was tampered with")
+        return reply
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Sends a command and waits for its reply, then makes one more round trip (a ping):
+        a forged message written by the candidate shifts the real reply onto the ping, which
+        then fails. Raises wire.ChannelTimeout, wire.ChannelTampered or RunnerDied."""
+        reply = self._exchange(msg, timeout)
+        pong = self._exchange({"cmd": "ping"}, 30.0)
+        if pong.get("pong") is not True:
+            raise wire.ChannelTampered("the ping after a reply was not answered in order")
         return reply
 
     def _death(self, why: str) -> RunnerDied:

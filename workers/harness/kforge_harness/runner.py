@@ -29,10 +29,41 @@ from kforge_harness import timing, wire  # noqa: E402
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# ATen operators a profiled forward may show besides the guard's allowed ones: composite
+# operators that only return views or the tensor itself (their copying branches show as leaves).
+PROFILE_ALLOWED = guardmod.ALLOWED_OPS | {
+    "reshape",
+    "contiguous",
+    "to",
+    "type_as",
+    "view_as",
+    "expand_as",
+    "chunk",
+    "item",
+    "is_nonzero",
+    "numel",
+    "is_contiguous",
+    "requires_grad_",
+    "detach_",
+    "size",
+    "stride",
+    "flatten",
+    "unflatten",
+    "squeeze_",
+    "unsqueeze_",
+    "t_",
+    "result_type",
+    "is_floating_point",
+}
+
+
 class Runner:
     """State of one runner process: the candidate's model, its device and the guards."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        self.in_forward = False
+        self.foreign: list[str] = []
+        self._shadow_numpy_escapes()
         self.args = args
         self.backend = args.backend
         self.device = torch.device("cuda" if args.backend == "cuda" else "cpu")
@@ -42,6 +73,19 @@ class Runner:
         self.last_inputs: list[Any] | None = None
 
     # -- set-up -------------------------------------------------------------------------
+    def _shadow_numpy_escapes(self) -> None:
+        """Wraps the ways out of PyTorch into Python or NumPy compute (``Tensor.numpy``,
+        ``__array__``, ``tolist``) so that calling them inside forward is recorded."""
+        for name in ("numpy", "__array__", "tolist"):
+            original = getattr(torch.Tensor, name)
+
+            def wrapper(tensor: Any, *a: Any, _orig: Any = original, _name: str = name, **k: Any) -> Any:
+                if self.in_forward:
+                    self.foreign.append(_name)
+                return _orig(tensor, *a, **k)
+
+            setattr(torch.Tensor, name, wrapper)
+
     def _prepare_runtime(self) -> None:
         os.environ["KFORGE_BACKEND"] = self.backend
         if self.args.lib:
@@ -114,6 +158,8 @@ class Runner:
         flags: list[str] = []
         calls_before = sum(k.calls for k in self.kernels)
         g = guardmod.ComputeGuard()
+        self.foreign.clear()
+        self.in_forward = True
         try:
             with g:
                 out = self.model(*inputs)
@@ -121,8 +167,12 @@ class Runner:
                     flags.append("guard_tamper")
         except guardmod.ForbiddenOp:
             out = None
+        finally:
+            self.in_forward = False
         if g.violations:
             flags.append("torch_compute")
+        if self.foreign:
+            flags.append("foreign_compute")
         if self.args.format == "native" and sum(k.calls for k in self.kernels) == calls_before:
             flags.append("kernel_not_launched")
         return out, flags
@@ -196,12 +246,33 @@ class Runner:
                 return True
         return False
 
+    def _profiled_forward(self, inputs: list[Any]) -> tuple[Any, list[str]]:
+        """forward under the guard and under the profiler: the profiler sees every ATen operator
+        at the dispatcher's entry, even where the candidate disabled the dispatch mode."""
+        from torch.profiler import ProfilerActivity, profile
+
+        try:
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                out, flags = self._forward(inputs)
+            events = list(prof.events())
+        except guardmod.ForbiddenOp:
+            raise
+        except Exception:  # noqa: BLE001 - the profiler failing is itself suspicious
+            return self._forward(inputs)[0], ["guard_tamper"]
+        for ev in events:
+            name = ev.name
+            if not name.startswith("aten::") or ev.cpu_children:
+                continue
+            if name[len("aten::") :] not in PROFILE_ALLOWED and "torch_compute" not in flags:
+                flags.append("torch_compute")
+        return out, flags
+
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         inputs = self._inputs(msg)
         self.last_inputs = inputs
         snap = [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
         t0 = _CLOCK()
-        out, flags = self._forward(inputs)
+        out, flags = self._profiled_forward(inputs)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         elapsed = (_CLOCK() - t0) / 1e9
@@ -218,8 +289,8 @@ class Runner:
     def time(self, msg: dict[str, Any]) -> dict[str, Any]:
         sets = [wire.decode_value(self.args.xfer, s, device=self.device) for s in msg["input_sets"]]
         policy = timing.Policy(**msg.get("policy", {}))
+        scales = [float(x) for x in msg["scales"]]
         flags: list[str] = []
-        kept: dict[int, Any] = {}
 
         def fn(*inputs: Any) -> Any:
             out, f = self._forward(list(inputs))
@@ -228,16 +299,9 @@ class Runner:
                 raise RuntimeError("ModelNew called a PyTorch compute operator during timing")
             return out
 
-        def keep(idx: int, out: Any) -> None:
-            kept[idx] = self._snapshot_outputs(out)
-
-        result = timing.measure(fn, sets, self.device, policy, keep=keep, clock=_CLOCK)
-        counter = [0]
-        spot = {
-            str(i): wire.encode_value(self.args.xfer, f"spot{msg['seq']}_{i}_", _plain(o), counter)
-            for i, o in kept.items()
-        }
-        return {"timing": result, "spot": spot, "flags": sorted(set(flags))}
+        fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
+        result = timing.measure(fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK)
+        return {"timing": result, "flags": sorted(set(flags))}
 
 
 def wire_flat(value: Any) -> list[Any]:
@@ -262,8 +326,8 @@ def _plain(value: Any) -> Any:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="kforge_harness.runner")
-    p.add_argument("--cmd-fd", type=int, required=True)
-    p.add_argument("--reply-fd", type=int, required=True)
+    p.add_argument("--cmd-fifo", required=True)
+    p.add_argument("--reply-fifo", required=True)
     p.add_argument("--xfer", required=True)
     p.add_argument("--candidate", required=True)
     p.add_argument("--format", required=True, choices=["native", "kernelbench", "cuda-agent"])
@@ -272,8 +336,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ext-dir")
     args = p.parse_args(argv)
     runner = Runner(args)
-    cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
-    handlers = {"init": runner.init, "run": runner.run, "time": runner.time}
+    cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
+    reply_fd = os.open(args.reply_fifo, os.O_WRONLY | os.O_CLOEXEC)
+    handlers = {"init": runner.init, "run": runner.run, "time": runner.time, "ping": lambda m: {"pong": True}}
     while True:
         try:
             msg = wire.recv(cmd_fd)
@@ -296,6 +361,7 @@ def main(argv: list[str]) -> int:
                 reply.setdefault("flags", []).append("harness_tamper")
                 reply["tampered"] = changed[:20]
         reply["seq"] = msg.get("seq")
+        reply["nonce"] = msg.get("nonce")
         wire.send(reply_fd, reply)
 
 

@@ -32,6 +32,7 @@ FORBIDDEN_MODULES = {
     "signal": "process_escape",
     "kforge_harness": "harness_access",
     "builtins": "introspection",
+    "importlib": "introspection",
     "model": "imports_reference",
     "reference": "imports_reference",
     "kforge_task": "imports_reference",
@@ -59,7 +60,52 @@ FORBIDDEN_ATTRS = [
     ("os.kill", "process_escape"),
     ("os.environ", "environment_access"),
     ("torch.Tensor.__torch_function__", "tensor_subclass"),
+    ("torch.from_numpy", "foreign_compute"),
+    ("sys.argv", "introspection"),
+    ("sys._current_frames", "introspection"),
+    ("importlib.import_module", "introspection"),
 ]
+# Method names that leave PyTorch for Python or NumPy compute.
+FORBIDDEN_METHODS = {"numpy": "foreign_compute", "tolist": "foreign_compute", "__array__": "foreign_compute"}
+# Substrings of string constants that name internals a ModelNew has no business with; they catch
+# attribute access spelled as strings (getattr(sys, "_getframe")).
+SUSPICIOUS_STRINGS = [
+    "_getframe",
+    "_current_frames",
+    "_DisableTorchDispatch",
+    "_disable_current_modes",
+    "_python_dispatch",
+    "_dynamo",
+    "_inductor",
+    "kforge_harness",
+    "kforge_task",
+    "__main__",
+    "perf_counter",
+    "elapsed_time",
+    "allclose",
+    "/proc/",
+    "statistics",
+    "get_objects",
+    "_unset_dispatch",
+    "_pop_mode",
+    "ComputeGuard",
+    "Integrity",
+    "settrace",
+    "setprofile",
+]
+# Modules whose attributes must not be reached through getattr/setattr with computed names.
+INTERNAL_OWNERS = {
+    "torch",
+    "sys",
+    "os",
+    "time",
+    "json",
+    "builtins",
+    "gc",
+    "kr",
+    "kforge_runtime",
+    "statistics",
+}
 ALLOWED_EXTENSION_FORMATS = ("kernelbench", "cuda-agent")
 
 
@@ -113,6 +159,8 @@ def scan_source(source: str, fmt: str) -> tuple[list[str], list[str]]:
                     if name == prefix or name.startswith(prefix + "."):
                         add(f2, f"imports {name}")
         elif isinstance(node, ast.Attribute):
+            if node.attr in FORBIDDEN_METHODS:
+                add(FORBIDDEN_METHODS[node.attr], f"calls .{node.attr}()")
             dotted = _dotted(node)
             if dotted is None:
                 continue
@@ -123,8 +171,24 @@ def scan_source(source: str, fmt: str) -> tuple[list[str], list[str]]:
                     add(flag, f"uses {full}")
             if full.startswith("torch.utils.cpp_extension") and fmt not in ALLOWED_EXTENSION_FORMATS:
                 add("torch_extension", f"uses {full}")
-        elif isinstance(node, ast.Name) and node.id in ("__import__", "eval", "exec", "globals", "vars"):
+        elif isinstance(node, ast.Name) and node.id in (
+            "__import__",
+            "eval",
+            "exec",
+            "globals",
+            "vars",
+            "compile",
+        ):
             add("introspection", f"uses {node.id}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for needle in SUSPICIOUS_STRINGS:
+                if needle in node.value:
+                    add("introspection", f"names {needle!r} in a string")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in ("getattr", "setattr", "delattr") and node.args:
+                owner = _dotted(node.args[0]) or ""
+                if owner.split(".")[0] in INTERNAL_OWNERS:
+                    add("introspection", f"{node.func.id} on {owner}")
         elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             for base in node.bases:
                 dotted = _dotted(base) or ""

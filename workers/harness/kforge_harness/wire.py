@@ -20,6 +20,16 @@ import torch
 
 MAX_MESSAGE = 64 << 20
 
+# Bound at import, before any candidate code runs in the runner: patching json or os later
+# does not change what this module sends or reads.
+_dumps = json.dumps
+_loads = json.loads
+_write = os.write
+_read = os.read
+_select = select.select
+_pack = struct.pack
+_unpack = struct.unpack
+
 _DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -40,15 +50,23 @@ class ChannelError(Exception):
 
 
 class ChannelTimeout(ChannelError):
-    pass
+    """No complete message arrived in time."""
+
+
+class ChannelTampered(ChannelError):
+    """The peer sent something malformed or out of sequence: a forged message."""
+
+
+class ChannelClosed(ChannelError):
+    """The peer closed its end: it exited or died."""
 
 
 def send(fd: int, msg: dict[str, Any]) -> None:
-    data = json.dumps(msg, allow_nan=True).encode()
-    buf = struct.pack(">I", len(data)) + data
+    data = _dumps(msg, allow_nan=True).encode()
+    buf = _pack(">I", len(data)) + data
     view = memoryview(buf)
     while view:
-        n = os.write(fd, view)
+        n = _write(fd, view)
         view = view[n:]
 
 
@@ -59,12 +77,12 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("timed out waiting for the peer")
-            ready, _, _ = select.select([fd], [], [], left)
+            ready, _, _ = _select([fd], [], [], left)
             if not ready:
                 raise ChannelTimeout("timed out waiting for the peer")
-        chunk = os.read(fd, min(n, 1 << 20))
+        chunk = _read(fd, min(n, 1 << 20))
         if not chunk:
-            raise ChannelError("the peer closed the channel")
+            raise ChannelClosed("the peer closed the channel")
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
@@ -72,11 +90,11 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
 
 def recv(fd: int, timeout: float | None = None) -> dict[str, Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
-    (size,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
+    (size,) = _unpack(">I", _read_exact(fd, 4, deadline))
     if size > MAX_MESSAGE:
         raise ChannelError(f"message of {size} bytes is too large")
     try:
-        msg = json.loads(_read_exact(fd, size, deadline))
+        msg = _loads(_read_exact(fd, size, deadline))
     except (ValueError, UnicodeDecodeError) as e:
         raise ChannelError(f"malformed message: {e}") from e
     if not isinstance(msg, dict):
@@ -149,8 +167,10 @@ def get_tensor(
 
 
 def clear(xfer_dir: str) -> None:
-    """Removes every file left in the transfer directory."""
+    """Removes every tensor file left in the transfer directory (the channel's FIFOs stay)."""
     for name in os.listdir(xfer_dir):
+        if name.endswith(".fifo"):
+            continue
         try:
             os.unlink(os.path.join(xfer_dir, name))
         except OSError:

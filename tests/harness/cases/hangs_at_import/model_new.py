@@ -1,12 +1,11 @@
 import time
+
 time.sleep(3600)
-import torch
-import torch.nn as nn
 import kforge_runtime as kr
+import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.k = kr.load()
-

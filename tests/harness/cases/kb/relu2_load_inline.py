@@ -1,6 +1,5 @@
 """A KernelBench-format candidate for task_small.py: one file, kernels built by load_inline."""
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

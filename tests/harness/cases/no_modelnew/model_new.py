@@ -1,3 +1,5 @@
 import torch
+
+
 class Something(torch.nn.Module):
     pass

@@ -1,6 +1,5 @@
-import torch
-import torch.nn as nn
 import kforge_runtime as kr
+import torch.nn as nn
 
 
 class ModelNew(nn.Module):

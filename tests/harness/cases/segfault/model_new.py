@@ -1,6 +1,6 @@
+import kforge_runtime as kr
 import torch
 import torch.nn as nn
-import kforge_runtime as kr
 
 
 class ModelNew(nn.Module):

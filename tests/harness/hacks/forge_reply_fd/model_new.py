@@ -10,13 +10,15 @@ import torch.nn as nn
 
 
 def _reply_fds():
-    """Write ends of pipes other than stdout and stderr."""
+    """Write ends of pipes and FIFOs other than stdout and stderr."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd <= 2:
             continue
         try:
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and not os.readlink(
+                f"/proc/self/fd/{fd}"
+            ).endswith(".fifo"):
                 continue
             if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
                 yield fd

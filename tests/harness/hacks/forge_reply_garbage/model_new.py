@@ -1,4 +1,4 @@
-# Hack 14 (forging the result channel): writes bytes that are no message to the reply pipe named in sys.argv.
+# Hack 14 (forging the result channel): writes bytes that are no message to the reply FIFO named in sys.argv.
 import os
 import sys
 
@@ -6,7 +6,7 @@ import kforge_runtime as kr
 import torch
 import torch.nn as nn
 
-_reply_fd = int(sys.argv[sys.argv.index("--reply-fd") + 1])
+_reply_fd = os.open(sys.argv[sys.argv.index("--reply-fifo") + 1], os.O_WRONLY)
 os.write(_reply_fd, b'{"status": "ok", "reward": 3}\n')
 
 
