@@ -12,7 +12,6 @@ export PYTHONPATH := $(abspath workers/harness)
 
 C_DIRS   := $(wildcard sandbox)
 C_FILES   = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-PY_FILES  = $(shell git ls-files '*.py' 2>/dev/null)
 
 .PHONY: help deps build run test test-gpu bench fmt fmt-check lint clean
 
@@ -46,16 +45,16 @@ bench: build
 fmt: deps
 	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
 	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) -i $(C_FILES)
-	@$(PY) -m ruff format --quiet $(PY_FILES)
+	@$(PY) -m ruff format --quiet .
 
 fmt-check: deps
 	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
 	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) --dry-run --Werror $(C_FILES)
-	@$(PY) -m ruff format --check --quiet $(PY_FILES)
+	@$(PY) -m ruff format --check --quiet .
 	@echo "fmt-check: ok"
 
 lint: deps
-	@$(PY) -m ruff check --quiet $(PY_FILES)
+	@$(PY) -m ruff check --quiet .
 	@[ -z "$(C_FILES)" ] || cppcheck --quiet --error-exitcode=1 --enable=warning,portability --std=c11 \
 	    --suppress=missingIncludeSystem $(C_FILES)
 	@echo "lint: ok"

@@ -172,20 +172,23 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="*")
     ap.add_argument("--stability-task", default="softmax_rows")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--only", default="build,stability,evaluate", help="comma-separated sections to run")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     import torch
 
     backend = args.backend or ("cuda" if torch.cuda.is_available() else "cpu")
     names = args.tasks or sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
     out = {"backend": backend}
     print(f"== harness bench, backend {backend}", flush=True)
-    bl = build_latency(backend)
-    out["build_latency"] = bl
-    print(
-        f"build latency: native {bl['native_s']:.2f} s (cached {bl['native_cached_s'] * 1000:.0f} ms), "
-        f"load_inline {bl['load_inline_s']:.2f} s, ratio {bl['ratio']:.1f}x",
-        flush=True,
-    )
+    if "build" in only:
+        bl = build_latency(backend)
+        out["build_latency"] = bl
+        print(
+            f"build latency: native {bl['native_s']:.2f} s (cached {bl['native_cached_s'] * 1000:.0f} ms), "
+            f"load_inline {bl['load_inline_s']:.2f} s, ratio {bl['ratio']:.1f}x",
+            flush=True,
+        )
     st = stability(backend, args.stability_task)
     out["stability"] = st
     print(

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The GPU suites and the harness bench, for the GPU host (no apt, its own python3 with torch):
+# run from the repository root with build/ carried (kforge-jail built on Debian 12).
+# Writes logs under $OUT (default /tmp/kforge-gpu); stops itself after LIMIT seconds.
+set -u
+OUT=${OUT:-/tmp/kforge-gpu}
+LIMIT=${LIMIT:-420}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PYTHONPATH="$PWD/workers/harness"
+{
+  nvidia-smi -L
+  python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+  nvcc --version | tail -1
+} >"$OUT/env.txt" 2>&1
+XDIST=""
+python3 -c "import xdist" 2>/dev/null && XDIST="-n ${WORKERS:-3}"
+timeout $((LIMIT - 20)) python3 bench/harness_bench.py --only build --json "$OUT/bench-build.json" >"$OUT/bench.log" 2>&1 &
+timeout "$LIMIT" python3 -m pytest -m gpu $XDIST -q -p no:cacheprovider -o addopts=-ra tests/harness tests/sandbox \
+  >"$OUT/test-gpu.log" 2>&1
+echo "pytest exit status $?" >>"$OUT/test-gpu.log"
+wait
+timeout 60 python3 bench/harness_bench.py --only stability --json "$OUT/bench-stability.json" >>"$OUT/bench.log" 2>&1
+cat "$OUT/env.txt"
+tail -n 40 "$OUT/test-gpu.log"
+cat "$OUT/bench.log"
