@@ -15,7 +15,7 @@ export PYTHONUNBUFFERED=1 KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PYTHONPATH="$P
 XDIST=""
 python3 -c "import xdist" 2>/dev/null && XDIST="-n ${WORKERS:-3}"
 timeout $((LIMIT - 20)) python3 bench/harness_bench.py --only build --json "$OUT/bench-build.json" >"$OUT/bench.log" 2>&1 &
-timeout "$LIMIT" python3 -m pytest -m gpu $XDIST -q -p no:cacheprovider -o addopts=-ra tests/harness tests/sandbox \
+timeout "$LIMIT" python3 -m pytest -m gpu $XDIST -v -p no:cacheprovider -o addopts=-ra tests/harness tests/sandbox \
   >"$OUT/test-gpu.log" 2>&1
 echo "pytest exit status $?" >>"$OUT/test-gpu.log"
 wait

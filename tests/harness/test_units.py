@@ -103,3 +103,26 @@ def test_scan_flags_and_honest_source():
     flags, _ = scan_source("from torch.utils.cpp_extension import load_inline\n", "native")
     assert flags == ["torch_extension"]
     assert scan_source("from torch.utils.cpp_extension import load_inline\n", "kernelbench")[0] == []
+
+
+def test_scan_never_flags_an_honest_candidate():
+    """Every example and honest candidate passes the static scan: no false positives."""
+    from pathlib import Path
+
+    from kforge_harness.scan import scan_candidate_sources
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(root.glob("examples/candidates/*/*/model_new.py")) + sorted(
+        root.glob("tests/harness/hacks/*honest*/model_new.py")
+    )
+    assert len(files) >= 24
+    for f in files:
+        assert scan_candidate_sources([str(f)], "native")["flags"] == [], f
+
+
+def test_scan_ignores_docstrings_but_not_code_strings():
+    doc = '"""Fused kernel: statistics, perf_counter-free, no /mem tricks."""\nimport torch\n'
+    assert scan_source(doc, "native") == ([], [])
+    code = 'import sys\nf = getattr(sys, "_getframe")\n'
+    flags, details = scan_source(code, "native")
+    assert flags == ["introspection"] and any("_getframe" in d for d in details)

@@ -75,21 +75,19 @@ SUSPICIOUS_STRINGS = [
     "_DisableTorchDispatch",
     "_disable_current_modes",
     "_python_dispatch",
+    "_unset_dispatch",
+    "_pop_mode",
     "_dynamo",
     "_inductor",
     "kforge_harness",
     "kforge_task",
-    "__main__",
     "perf_counter",
     "elapsed_time",
     "allclose",
-    "/proc/",
-    "statistics",
+    "/proc/self/fd",
+    "/mem",
     "get_objects",
-    "_unset_dispatch",
-    "_pop_mode",
     "ComputeGuard",
-    "Integrity",
     "settrace",
     "setprofile",
 ]
@@ -135,6 +133,7 @@ def scan_source(source: str, fmt: str) -> tuple[list[str], list[str]]:
             flags.append(flag)
         details.append(detail)
 
+    docstrings = _docstring_nodes(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -180,7 +179,7 @@ def scan_source(source: str, fmt: str) -> tuple[list[str], list[str]]:
             "compile",
         ):
             add("introspection", f"uses {node.id}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             for needle in SUSPICIOUS_STRINGS:
                 if needle in node.value:
                     add("introspection", f"names {needle!r} in a string")
@@ -195,6 +194,17 @@ def scan_source(source: str, fmt: str) -> tuple[list[str], list[str]]:
                 if dotted.split(".")[-1] != "Module" and not _local_class(tree, dotted):
                     add("inherits_reference", f"ModelNew derives from {dotted or '?'}")
     return flags, details
+
+
+def _docstring_nodes(tree: ast.Module) -> set[int]:
+    """ids of the string constants that are docstrings (prose, not code)."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
 
 
 def _local_class(tree: ast.Module, name: str) -> bool:
