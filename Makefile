@@ -19,16 +19,19 @@ help:
 	@echo "make deps      install Debian packages and .venv (idempotent)"
 	@echo "make run       the main job: evaluate the example candidates (cuda if a GPU is visible, else cpu)"
 	@echo "make test      every suite that runs without a GPU"
-	@echo "make test-gpu  the suites that need a GPU"
+	@echo "make test-gpu  the suites that need a GPU (GPU host: KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PY=python3)"
 	@echo "make bench     benchmarks (see bench/README.md)"
 	@echo "make fmt | fmt-check | lint | clean"
 
 deps:
 	@bash scripts/deps.sh
 
+# KFORGE_JAIL_PREBUILT=1: use the C binaries already in build/ (carried to a GPU host that has no
+# libseccomp-dev) instead of building them.
 build: deps
 	@mkdir -p $(BUILD)
-	@for d in $(C_DIRS); do $(MAKE) --no-print-directory -C $$d BUILD=$(BUILD) || exit 1; done
+	@if [ "$(KFORGE_JAIL_PREBUILT)" != 1 ]; then \
+	    for d in $(C_DIRS); do $(MAKE) --no-print-directory -C $$d BUILD=$(BUILD) || exit 1; done; fi
 
 run: build
 	@$(PY) scripts/run_examples.py

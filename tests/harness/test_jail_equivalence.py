@@ -38,9 +38,21 @@ def cache(kforge_cache: Path) -> Path:
 CANDIDATES = [(t, c) for t, c in HONEST] + [(t, c) for t, c, _, _ in CAUGHT]
 
 
+# Hacks that read the task file from the judge's command line: outside the jail they find it and
+# are rejected for the PyTorch compute they then do; inside, the file and the judge's /proc entry
+# are not in the view, so they fail earlier. Caught both ways, by different walls.
+STOPPED_BY_THE_VIEW = {"inherit_import_task", "introspect_task_file"}
+
+
 @pytest.mark.parametrize("task,candidate", CANDIDATES, ids=[c for _, c in CANDIDATES])
 def test_hack_verdict_same_in_jail(cache, task, candidate):
-    same(evaluate(cache, task, candidate), jailed(cache, task, candidate))
+    plain, inside = evaluate(cache, task, candidate), jailed(cache, task, candidate)
+    if candidate in STOPPED_BY_THE_VIEW:
+        assert plain["status"] == "rejected" and plain["reward"] == -1, brief(plain)
+        assert inside["status"] == "runtime_error" and inside["reward"] == -1, brief(inside)
+        assert "ModelNew could not be built" in inside["message"], brief(inside)
+        return
+    same(plain, inside)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
