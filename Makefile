@@ -43,6 +43,7 @@ test-gpu: build
 	$(PYTEST) -m gpu tests
 
 bench: build
+	@bash sandbox/bench_startup.sh
 	@$(PY) bench/harness_bench.py
 
 fmt: deps

@@ -7,6 +7,7 @@ OUT=${OUT:-/tmp/kforge-gpu}
 LIMIT=${LIMIT:-420}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PYTHONPATH="$PWD/workers/harness"
+export KFORGE_TEST_VERDICTS="$OUT/verdicts.ndjson"
 {
   nvidia-smi -L
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
@@ -24,4 +25,11 @@ wait
 timeout 60 python3 bench/harness_bench.py --only stability --json "$OUT/bench-stability.json" >>"$OUT/bench.log" 2>&1
 cat "$OUT/env.txt"
 tail -n 40 "$OUT/test-gpu.log"
+python3 -c "
+import json, sys
+for line in open(sys.argv[1]):
+    v = json.loads(line)
+    if v.get('status') not in (None, 'ok') or v.get('exit'):
+        print(v.get('status'), v.get('flags'), ' '.join(a for a in v['args'] if '/' in a)[-120:], v.get('message', '')[:200])
+" "$KFORGE_TEST_VERDICTS" 2>/dev/null | tail -n 30
 cat "$OUT/bench.log"

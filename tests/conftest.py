@@ -34,6 +34,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _log_verdict(args: tuple[str, ...], code: int, data: Any, stderr: str) -> None:
+    """With KFORGE_TEST_VERDICTS=FILE, appends one line per harness call (its arguments, exit code,
+    status, flags and message), so a run cut off before pytest's report still says what failed."""
+    path = os.environ.get("KFORGE_TEST_VERDICTS")
+    if not path:
+        return
+    brief: dict[str, Any] = {"args": list(args), "exit": code}
+    if isinstance(data, dict):
+        for key in ("status", "flags", "reward", "speedup_vs_eager", "fit", "reasons"):
+            if key in data:
+                brief[key] = data[key]
+        brief["message"] = str(data.get("message", ""))[:600]
+    else:
+        brief["stderr"] = stderr[-600:]
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(brief) + "\n")
+
+
 @pytest.fixture(scope="session")
 def kforge_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One build and baseline cache for the session (KFORGE_CACHE)."""
@@ -59,6 +77,7 @@ def harness(kforge_cache: Path):
         )
         lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
         data = json.loads(lines[-1]) if lines else None
+        _log_verdict(args, p.returncode, data, p.stderr)
         return p.returncode, data, p.stderr
 
     return run
