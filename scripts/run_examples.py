@@ -58,6 +58,12 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="*", help="names of example tasks (default: all)")
     ap.add_argument("--budget", default="1.0", help="timing budget per subject, seconds")
     ap.add_argument("--json", help="also write every verdict to this file")
+    ap.add_argument(
+        "--cached-baselines",
+        action="store_true",
+        help="reuse cached eager/compile times (faster; by default they are timed in this run, "
+        "beside the candidate, so that a baseline from a differently loaded machine never counts)",
+    )
     args = ap.parse_args()
     backend = args.backend
     if backend is None:
@@ -76,7 +82,8 @@ def main() -> int:
     failures = 0
     for name in names:
         cand = ROOT / "examples" / "candidates" / name / backend
-        v = evaluate(ROOT / "examples" / "tasks" / f"{name}.py", cand, backend, ["--budget", args.budget])
+        extra = ["--budget", args.budget] + ([] if args.cached_baselines else ["--no-baseline-cache"])
+        v = evaluate(ROOT / "examples" / "tasks" / f"{name}.py", cand, backend, extra)
         results[name] = v
         t = v.get("timing") or {}
         print(
