@@ -7,7 +7,7 @@ set -euo pipefail
 [ "${KFORGE_NO_DEPS:-}" = 1 ] && exit 0
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(build-essential pkg-config git binutils libseccomp-dev python3 python3-venv
+APT_PACKAGES=(build-essential pkg-config git binutils libseccomp-dev cppcheck passwd python3 python3-venv
   python3-dev clang-format curl ca-certificates procps)
 
 missing=()
