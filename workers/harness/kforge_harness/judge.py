@@ -79,7 +79,6 @@ class Options:
     init_timeout: float = 600.0
     run_timeout: float = 120.0
     mem_limit_mib: int | None = None
-    runner_wrap: list[str] | None = None
     static_scan: bool = True
     jail: str | None = None
     gpu: int | None = None
@@ -189,7 +188,7 @@ class Evaluation:
             if isinstance(f, str) and len(f) < 64:
                 self.v.flag(f)
         if reply.get("tampered"):
-            self.v.r["flag_details"].append(f"changed by the candidate: {reply['tampered']}")
+            self.v.r["flag_details"].append(f"changed by the candidate: {str(reply['tampered'])[:500]}")
         return reply
 
     def run(self) -> dict[str, Any]:
@@ -260,7 +259,7 @@ class Evaluation:
         if b.ext_dir:
             tail += ["--ext-dir", b.ext_dir]
         mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
-        wrap = o.runner_wrap
+        wrap: list[str] | None = None
         if o.jail:
             inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
             if env.get("LD_LIBRARY_PATH"):

@@ -23,8 +23,8 @@ _SLEEP = time.sleep
 
 import torch  # noqa: E402
 
+from kforge_harness import compare, timing, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
-from kforge_harness import timing, wire  # noqa: E402
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -177,15 +177,6 @@ class Runner:
             flags.append("kernel_not_launched")
         return out, flags
 
-    def _to_device(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.to(self.device)
-        if isinstance(value, list):
-            return [self._to_device(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._to_device(v) for v in value)
-        return value
-
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:
         fresh = wire.decode_value(self.args.xfer, msg["inputs"], device=self.device)
         if msg.get("reuse") and self.last_inputs is not None:
@@ -241,7 +232,7 @@ class Runner:
         _SLEEP(wait_s)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
-        for o, s in zip(wire_flat(out), wire_flat(snap)):
+        for o, s in zip(compare.flatten(out), compare.flatten(snap)):
             if isinstance(o, torch.Tensor) and type(o) is torch.Tensor and not self._same_bits(o, s):
                 return True
         return False
@@ -302,15 +293,6 @@ class Runner:
         fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
         result = timing.measure(fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK)
         return {"timing": result, "flags": sorted(set(flags))}
-
-
-def wire_flat(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        out: list[Any] = []
-        for v in value:
-            out.extend(wire_flat(v))
-        return out
-    return [value]
 
 
 def _plain(value: Any) -> Any:
