@@ -137,9 +137,25 @@ static int do_proc(const struct kf_plan *plan, const struct kf_mnt_op *op, bool 
         kf_strlcat_u64(val, (uint64_t)plan->pid_max, sizeof(val));
         *pid_max_ok = kf_write_file(path, val) == 0;
     }
-    /* read-only: no sysctl, sysrq or /proc/PID/mem writes, whoever the jail runs as */
-    if (set_attrs(op->stage, true, true, true, false) != 0)
-        return fail(what, n, "read-only", op->dst);
+    if (op->flags & KF_MNT_F_RO) {
+        /* read-only: no sysctl, sysrq or /proc/PID/mem writes, whoever the jail runs as */
+        if (set_attrs(op->stage, true, true, true, false) != 0)
+            return fail(what, n, "read-only", op->dst);
+        return 0;
+    }
+    /* writable for the processes' own files (thread names); what reaches the whole system
+     * (sysctl, interrupts, buses, file systems, sysrq) is bound read-only over itself */
+    const char *system_wide[] = {"/sys", "/irq", "/bus", "/fs", "/sysrq-trigger"};
+    for (size_t i = 0; i < sizeof(system_wide) / sizeof(system_wide[0]); i++) {
+        char path[PATH_MAX];
+        kf_strlcpy(path, op->stage, sizeof(path));
+        kf_strlcat(path, system_wide[i], sizeof(path));
+        if (access(path, F_OK) != 0)
+            continue;
+        if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            set_attrs(path, true, true, true, true) != 0)
+            return fail(what, n, "read-only part of", op->dst);
+    }
     return 0;
 }
 

@@ -388,7 +388,11 @@ static int build_mounts(struct kf_plan *plan, const struct kf_jail_opts *o, char
         add_op(plan, KF_MNT_FILE, KF_MNT_F_RO, NULL, "/etc/group", GROUP) != 0)
         goto oom;
 
-    if (add_op(plan, KF_MNT_PROC, KF_MNT_F_RO, NULL, "/proc", NULL) != 0)
+    /* read-only, but in run --gpu: the CUDA driver names its threads through
+     * /proc/self/task/TID/comm and fails cuInit (304) when it cannot (mounts.c keeps the
+     * system-wide parts read-only there) */
+    unsigned proc_flags = o->profile == KF_JAIL_RUN && o->gpu >= 0 ? 0 : KF_MNT_F_RO;
+    if (add_op(plan, KF_MNT_PROC, proc_flags, NULL, "/proc", NULL) != 0)
         goto oom;
     const char *proc_masks[] = {"/proc/kcore", "/proc/timer_list", "/proc/sched_debug",
                                 "/proc/keys", "/proc/sysrq-trigger"};

@@ -17,19 +17,26 @@ export KFORGE_TEST_VERDICTS="$OUT/verdicts.ndjson"
 # workers failed there with reasons that the cut-off log did not keep).
 XDIST=""
 if [ "${WORKERS:-1}" -gt 1 ] && python3 -c "import xdist" 2>/dev/null; then XDIST="-n $WORKERS"; fi
-timeout $((LIMIT - 20)) python3 bench/harness_bench.py --only build --json "$OUT/bench-build.json" >"$OUT/bench.log" 2>&1 &
-timeout "$LIMIT" python3 -m pytest -m gpu $XDIST -v --tb=short -p no:cacheprovider -o addopts=-ra tests/harness tests/sandbox \
+# the jail's tests first, the long example runs last (a cut-off run still says the most)
+TESTS=${TESTS:-tests/sandbox/test_gpu.py tests/harness/test_examples.py::test_cuda_example_in_jail
+  tests/harness/test_hacks_gpu.py tests/harness/test_gpu_robustness.py
+  tests/harness/test_examples.py::test_cuda_example}
+[ "${BENCH:-1}" = 1 ] && timeout $((LIMIT - 20)) python3 bench/harness_bench.py --only build --json "$OUT/bench-build.json" >"$OUT/bench.log" 2>&1 &
+# shellcheck disable=SC2086
+timeout "$LIMIT" python3 -m pytest -m gpu $XDIST -v --durations=0 --tb=short -p no:cacheprovider -o addopts=-ra $TESTS \
   >"$OUT/test-gpu.log" 2>&1
 echo "pytest exit status $?" >>"$OUT/test-gpu.log"
 wait
-timeout 60 python3 bench/harness_bench.py --only stability --json "$OUT/bench-stability.json" >>"$OUT/bench.log" 2>&1
+[ "${BENCH:-1}" = 1 ] && timeout 60 python3 bench/harness_bench.py --only stability --json "$OUT/bench-stability.json" >>"$OUT/bench.log" 2>&1
 cat "$OUT/env.txt"
-tail -n 40 "$OUT/test-gpu.log"
+grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|exit status|^[0-9.]+s (call|setup)" "$OUT/test-gpu.log" | head -n 80
 python3 -c "
 import json, sys
 for line in open(sys.argv[1]):
     v = json.loads(line)
     if v.get('status') not in (None, 'ok') or v.get('exit'):
         print(v.get('status'), v.get('flags'), ' '.join(a for a in v['args'] if '/' in a)[-120:], v.get('message', '')[:200])
+    elif 'examples/tasks/' in ' '.join(v['args']) and v.get('ms', {}).get('candidate'):
+        print('timing', [a.split('/')[-1] for a in v['args'] if 'tasks/' in a][0], v['ms'], v.get('wall_s'), 'jail' if '--jail' in v['args'] else '')
 " "$KFORGE_TEST_VERDICTS" 2>/dev/null | tail -n 30
-cat "$OUT/bench.log"
+cat "$OUT/bench.log" 2>/dev/null

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +35,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _log_verdict(args: tuple[str, ...], code: int, data: Any, stderr: str) -> None:
+def _log_verdict(args: tuple[str, ...], code: int, data: Any, stderr: str, wall_s: float) -> None:
     """With KFORGE_TEST_VERDICTS=FILE, appends one line per harness call (its arguments, exit code,
     status, flags and message), so a run cut off before pytest's report still says what failed."""
     path = os.environ.get("KFORGE_TEST_VERDICTS")
     if not path:
         return
-    brief: dict[str, Any] = {"args": list(args), "exit": code}
+    brief: dict[str, Any] = {"args": list(args), "exit": code, "wall_s": round(wall_s, 2)}
     if isinstance(data, dict):
-        for key in ("status", "flags", "reward", "speedup_vs_eager", "fit", "reasons"):
+        for key in ("status", "flags", "reward", "speedup_vs_eager", "speedup_vs_compile", "fit", "reasons"):
             if key in data:
                 brief[key] = data[key]
+        timing = data.get("timing") or {}
+        brief["ms"] = {k: (timing.get(k) or {}).get("median_ms") for k in ("candidate", "eager", "compile")}
         brief["message"] = str(data.get("message", ""))[:600]
     else:
         brief["stderr"] = stderr[-600:]
@@ -67,6 +70,7 @@ def harness(kforge_cache: Path):
         e["PYTHONPATH"] = str(HARNESS)
         e["KFORGE_CACHE"] = str(kforge_cache)
         e.update(env or {})
+        t0 = time.monotonic()
         p = subprocess.run(
             [sys.executable, "-m", "kforge_harness", *args],
             cwd=str(HARNESS),
@@ -77,7 +81,7 @@ def harness(kforge_cache: Path):
         )
         lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
         data = json.loads(lines[-1]) if lines else None
-        _log_verdict(args, p.returncode, data, p.stderr)
+        _log_verdict(args, p.returncode, data, p.stderr, time.monotonic() - t0)
         return p.returncode, data, p.stderr
 
     return run

@@ -3,6 +3,7 @@ device nodes, and the build profile sees no GPU."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -30,18 +31,20 @@ def python_ro() -> list[str]:
 
 def test_pytorch_cuda_in_run_sees_only_its_gpu(ws: Path) -> None:
     code = (
-        "import os, torch\n"
+        "import json, os, torch\n"
         "x = torch.randn(512, 512, device='cuda')\n"
-        "print(torch.cuda.device_count(), round(float((x @ x.T).diagonal().min()), 0) > 0)\n"
-        "print(sorted(n for n in os.listdir('/dev') if n.startswith('nvidia')))\n"
+        "nodes = sorted(n for n in os.listdir('/dev') if n.startswith('nvidia'))\n"
+        "ok = bool((x @ x.T).diagonal().min() > 0)\n"
+        "print('RESULT', json.dumps([torch.cuda.device_count(), ok, nodes]))\n"
     )
     r = run_jail(ws, sys.executable, "-c", code, profile="run", ro=python_ro(), opts=gpu_opts())
     assert r.rc == 0, r.out + r.err
-    count, positive = r.lines()[0].split()
-    assert count == "1" and positive == "True"
-    nodes = eval(r.lines()[1])  # a list literal printed by the jail
-    assert set(nodes) <= {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", f"nvidia{GPU}"}
-    assert f"nvidia{GPU}" in nodes and "nvidiactl" in nodes
+    found = [ln for ln in r.lines() if ln.startswith("RESULT ")]
+    assert found, r.out + r.err
+    count, positive, nodes = json.loads(found[0][len("RESULT ") :])
+    assert count == 1 and positive, (count, positive, r.out)
+    assert set(nodes) <= {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", f"nvidia{GPU}"}, nodes
+    assert f"nvidia{GPU}" in nodes and "nvidiactl" in nodes, nodes
 
 
 def test_build_profile_sees_no_gpu(ws: Path) -> None:
@@ -91,3 +94,23 @@ def test_torch_compile_with_triton_in_run(ws: Path) -> None:
     r = run_jail(ws, sys.executable, "-c", code, profile="run", ro=python_ro(), opts=gpu_opts(), timeout=320)
     assert r.rc == 0, r.out + r.err
     assert r.out.strip().splitlines()[-1] == "True"
+
+
+def test_run_gpu_proc_writable_only_for_own_files(ws: Path) -> None:
+    """The driver names its threads through /proc (cuInit fails with 304 otherwise); what
+    reaches the whole system stays read-only."""
+    code = (
+        "import os\n"
+        "def w(p, v):\n"
+        "    try:\n"
+        "        open(p, 'w').write(v); return 'ok'\n"
+        "    except OSError as e:\n"
+        "        return e.errno\n"
+        "print(w(f'/proc/self/task/{os.getpid()}/comm', 'kf'))\n"
+        "print(w('/proc/sys/kernel/hostname', 'x'), w('/proc/sys/vm/drop_caches', '1'))\n"
+    )
+    r = run_jail(ws, sys.executable, "-c", code, profile="run", ro=python_ro(), opts=gpu_opts())
+    assert r.rc == 0, r.out + r.err
+    lines = r.lines()
+    assert lines[0] == "ok"
+    assert "ok" not in lines[1], lines

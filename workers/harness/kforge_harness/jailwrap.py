@@ -11,6 +11,10 @@ import os
 # kforge-jail's exit status when the jail itself could not be set up (sandbox/README.md).
 JAIL_SETUP_FAILED = 125
 
+# The largest file the runner may write: tensors cross the transfer directory as raw files, and
+# an output of a large task passes the jail's default of 1 GiB (softmax_rows's does).
+RUN_FSIZE_MIB = 16384
+
 
 def build_prefix(jail: str, workdir: str, sources_dir: str, timeout: float) -> list[str]:
     """``build`` profile: writes only ``workdir``, reads the sources, no GPU, no network."""
@@ -57,6 +61,8 @@ def run_prefix(
         "65536",
         "--pids",
         "4096",
+        "--fsize",
+        str(RUN_FSIZE_MIB),
     ]
     seen = set()
     for path in readable:
