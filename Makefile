@@ -10,10 +10,11 @@ CLANG_FORMAT_VERSION := 14
 export SANITIZE
 export PYTHONPATH := $(abspath workers/harness)
 
-C_DIRS   := $(wildcard sandbox)
+# in build order: lib before the programs that link it
+C_DIRS   := $(patsubst %/Makefile,%,$(wildcard sandbox/Makefile lib/Makefile server/Makefile workers/Makefile cli/Makefile))
 C_FILES   = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
-.PHONY: help deps build run test test-gpu bench fmt fmt-check lint clean
+.PHONY: help deps build run test test-gpu bench bundle fmt fmt-check lint clean
 
 help:
 	@echo "make deps      install Debian packages and .venv (idempotent)"
@@ -21,6 +22,7 @@ help:
 	@echo "make test      every suite that runs without a GPU"
 	@echo "make test-gpu  the suites that need a GPU (GPU host: KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PY=python3)"
 	@echo "make bench     benchmarks (see bench/README.md)"
+	@echo "make bundle    build/kforge-bundle.tar.gz: the service for an air-gapped GPU host"
 	@echo "make fmt | fmt-check | lint | clean"
 
 deps:
@@ -45,6 +47,9 @@ test-gpu: build
 bench: build
 	@bash sandbox/bench_startup.sh
 	@$(PY) bench/harness_bench.py
+
+bundle: build
+	@bash scripts/bundle.sh
 
 fmt: deps
 	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
