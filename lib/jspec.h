@@ -27,8 +27,8 @@ struct kf_jfield {
     const char *name;
     enum kf_jtype type;
     bool required;
-    void *out; /* left untouched when the field is absent (set the default before) */
-    bool *present; /* optional: set true when the field was given (null counts as absent) */
+    void *out;       /* left untouched when the field is absent (set the default before) */
+    bool *present;   /* optional: set true when the field was given (null counts as absent) */
     double min, max; /* INT, NUMBER; both 0: unbounded */
     size_t max_len;  /* STRING, ARRAY */
     const char *const *choices; /* ENUM */
