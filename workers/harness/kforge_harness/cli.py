@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--jail", help="kforge-jail binary: build in its build profile, run in its run profile")
     ev.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the runner gets")
+    ev.add_argument("--progress", action="store_true", help='{"progress": PHASE} lines on stderr')
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
@@ -98,6 +99,7 @@ def main(argv: list[str]) -> int:
                 static_scan=not args.no_static_scan,
                 jail=os.path.abspath(args.jail) if args.jail else None,
                 gpu=args.gpu,
+                progress=args.progress,
             )
             emit(evaluate(args.task, args.candidate, opts))
         elif args.cmd == "baseline":

@@ -6,10 +6,12 @@ candidate only through a separate runner process (``proc.RunnerProcess``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -82,6 +84,7 @@ class Options:
     static_scan: bool = True
     jail: str | None = None
     gpu: int | None = None
+    progress: bool = False
 
 
 class Verdict:
@@ -191,6 +194,12 @@ class Evaluation:
             self.v.r["flag_details"].append(f"changed by the candidate: {str(reply['tampered'])[:500]}")
         return reply
 
+    def _progress(self, phase: str) -> None:
+        """With --progress: one line on stderr as the judge enters a phase (the worker's events)."""
+        if self.opts.progress:
+            sys.stderr.write(json.dumps({"progress": phase}) + "\n")
+            sys.stderr.flush()
+
     def run(self) -> dict[str, Any]:
         o = self.opts
         try:
@@ -215,6 +224,7 @@ class Evaluation:
             self.v.flag(*scan["flags"])
             self.v.r["flag_details"] += scan["details"]
 
+        self._progress("building")
         try:
             if cand.format == "native":
                 b = build.build_native(cand, o.backend, jail=o.jail)
@@ -318,6 +328,7 @@ class Evaluation:
                 "runtime_error", f"ModelNew could not be built: {reply['error']}" + _tb(reply)
             )
 
+        self._progress("verifying")
         if not self._correctness(task, device, ref_model):
             if any(f in REJECTING for f in self.v.r["flags"]):
                 return self.v.finish("rejected", "a hack or irregularity was detected")
@@ -328,6 +339,7 @@ class Evaluation:
         if any(f in REJECTING for f in self.v.r["flags"]):
             return self.v.finish("rejected", "a hack or irregularity was detected")
         self.v.r["correct"] = True
+        self._progress("timing")
         err = self._timing(task, device, ref_model)
         if err:
             return self.v.finish("runtime_error", err)
