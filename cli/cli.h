@@ -69,4 +69,12 @@ pid_t kfc_read_pid(const char *path);
  * (appended). */
 int kfc_run(const char *as_user, const char *const argv[], const char *log);
 
+/* The user PostgreSQL runs as: NULL when not root, else "postgres" or, where the host has no
+ * such user, "nobody". Static storage. */
+const char *kfc_pg_user(void);
+
+/* The folder of this executable, where kforge-server, kforge-worker and kforge-jail sit
+ * beside it (build/ in a checkout, libexec/ in a bundle). */
+void kfc_bin_dir(char *out, size_t n);
+
 #endif

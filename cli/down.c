@@ -89,7 +89,7 @@ void kfc_stack_stop(const char *var, const char *pgbin, bool quiet) {
         return;
     snprintf(ctl, sizeof(ctl), "%s/pg_ctl", pgbin);
     const char *a[] = {ctl, "-D", data, "-m", "fast", "-w", "stop", NULL};
-    int rc = kfc_run(geteuid() == 0 ? "postgres" : NULL, a, quiet ? "/dev/null" : NULL);
+    int rc = kfc_run(kfc_pg_user(), a, quiet ? "/dev/null" : NULL);
     if (rc != 0 && !quiet)
         fprintf(stderr, "kforge down: pg_ctl stop exited %d\n", rc);
 }

@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -36,6 +38,18 @@ void kfc_repo_root(char *out, size_t n) {
         *slash = '\0';
     }
     snprintf(out, n, "%s", exe);
+}
+
+void kfc_bin_dir(char *out, size_t n) {
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *slash = len > 0 ? (exe[len] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash == NULL) {
+        snprintf(out, n, ".");
+        return;
+    }
+    *slash = '\0';
+    snprintf(out, n, "%s", exe[0] ? exe : "/");
 }
 
 void kfc_migrations_dir(char *out, size_t n) {
@@ -247,34 +261,47 @@ pid_t kfc_read_pid(const char *path) {
     return p > 0 ? (pid_t)p : -1;
 }
 
-int kfc_run(const char *as_user, const char *const argv[], const char *log) {
-    const char *full[64];
-    int n = 0;
-    if (as_user) {
-        full[n++] = "runuser";
-        full[n++] = "-u";
-        full[n++] = as_user;
-        full[n++] = "--";
+const char *kfc_pg_user(void) {
+    if (geteuid() != 0)
+        return NULL;
+    /* initdb refuses root: Debian's postgres user, else nobody (a host without PostgreSQL's
+     * package, such as a GPU host running the bundle) */
+    return getpwnam("postgres") != NULL ? "postgres" : "nobody";
+}
+
+/* the child side of kfc_run: becomes as_user (no runuser needed: the bundle's hosts may lack
+ * it) and runs argv; never returns */
+static void run_child(const char *as_user, const char *const argv[], const char *log) {
+    if (log) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
     }
-    for (int i = 0; argv[i] && n < 63; i++)
-        full[n++] = argv[i];
-    full[n] = NULL;
+    if (as_user) {
+        struct passwd *pw = getpwnam(as_user);
+        if (pw == NULL || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
+            setuid(pw->pw_uid) != 0) {
+            fprintf(stderr, "kforge: cannot become %s: %s\n", as_user,
+                    pw ? strerror(errno) : "no such user");
+            _exit(127);
+        }
+        setenv("HOME", pw->pw_dir, 1);
+        setenv("USER", as_user, 1);
+    }
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "kforge: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+int kfc_run(const char *as_user, const char *const argv[], const char *log) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        if (log) {
-            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-            }
-        }
-        execvp(full[0], (char *const *)full);
-        fprintf(stderr, "kforge: cannot run %s: %s\n", full[0], strerror(errno));
-        _exit(127);
-    }
+    if (pid == 0)
+        run_child(as_user, argv, log);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0) {
         if (errno != EINTR)

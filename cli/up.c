@@ -264,15 +264,16 @@ static int wait_ready(const struct up *u) {
 }
 
 static int start_programs(struct up *u) {
-    char server[PATH_MAX + 64], worker[PATH_MAX + 64], port[16];
-    snprintf(server, sizeof(server), "%s/build/kforge-server", u->root);
-    snprintf(worker, sizeof(worker), "%s/build/kforge-worker", u->root);
+    char server[PATH_MAX + 64], worker[PATH_MAX + 64], port[16], bin[PATH_MAX];
+    kfc_bin_dir(bin, sizeof(bin));
+    snprintf(server, sizeof(server), "%s/kforge-server", bin);
+    snprintf(worker, sizeof(worker), "%s/kforge-worker", bin);
     snprintf(port, sizeof(port), "%ld", u->port);
     setenv("KFORGE_DATABASE_URL", u->db_url, 1);
     setenv("KFORGE_REDIS_URL", u->redis_url, 1);
     setenv("KFORGE_VAR", u->var, 1);
     char jail[PATH_MAX + 64];
-    snprintf(jail, sizeof(jail), "%s/build/kforge-jail", u->root);
+    snprintf(jail, sizeof(jail), "%s/kforge-jail", bin);
     if (getenv("KFORGE_JAIL") == NULL && access(jail, X_OK) != 0) {
         fprintf(stderr, "kforge up: no %s: the workers run candidates without the jail\n", jail);
         setenv("KFORGE_JAIL", "", 1);
@@ -349,9 +350,9 @@ int kfc_up_main(int argc, char **argv) {
     snprintf(u.redis, sizeof(u.redis), "%s", redis && redis[0] ? redis : "redis-server");
     struct passwd *pw = NULL;
     if (geteuid() == 0) {
-        u.as_user = "postgres";
-        if ((pw = getpwnam("postgres")) == NULL) {
-            fprintf(stderr, "kforge up: running as root needs a `postgres` user\n");
+        u.as_user = kfc_pg_user();
+        if ((pw = getpwnam(u.as_user)) == NULL) {
+            fprintf(stderr, "kforge up: running as root needs a `postgres` or `nobody` user\n");
             return 1;
         }
     }

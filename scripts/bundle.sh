@@ -35,13 +35,14 @@ done
 cp -a "$pgshare/." "$b/pg$pgshare/"
 rm -rf "$b/pg$pgshare/man" "$b/pg$pgshare/contrib"
 cp -a "$pglib/." "$b/pg$pglib/"
+rm -rf "$b/pg$pglib"/llvmjit* "$b/pg$pglib/bitcode" # the JIT drags in LLVM; kforge does not need it
 mkdir -p "$b/redis"
 cp -L "$(command -v redis-server)" "$b/redis/"
 
 # the shared libraries of every executable and library copied, minus the C library's own
 skip='^(linux-vdso|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|ld-linux|libresolv)'
 find "$b/libexec" "$b/pg" "$b/redis" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
-  xargs -0 ldd 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  { xargs -0 ldd 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   while read -r name path; do
     if ! echo "$name" | grep -Eq "$skip"; then cp -Ln "$path" "$b/lib/$name"; fi
   done
@@ -58,6 +59,8 @@ cat >"$b/bin/kforge" <<'SH'
 #!/bin/sh
 # kforge from the bundle: its libraries, PostgreSQL, Redis, harness and migrations.
 here=$(cd "$(dirname "$0")/.." && pwd)
+# the worker gives the host's own loader path back to the harness (Python and PyTorch of the host)
+export KFORGE_HOST_LD_LIBRARY_PATH="${KFORGE_HOST_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KFORGE_PG_BIN="${KFORGE_PG_BIN:-$(ls -d "$here"/pg/usr/lib/postgresql/*/bin | head -n 1)}"
 export KFORGE_REDIS_BIN="${KFORGE_REDIS_BIN:-$here/redis/redis-server}"

@@ -179,6 +179,13 @@ static int spawn(struct child *c, char *const argv[], const char *cwd, char *err
         dup2(pe[1], 2);
         setenv("PYTHONPATH", c->w->cfg.harness_dir, 1);
         setenv("PYTHONUNBUFFERED", "1", 1);
+        /* from a bundle (scripts/bundle.sh), the loader path names the bundle's Debian 12
+         * libraries, which the host's Python and PyTorch must not load: give back the host's */
+        const char *host_ld = getenv("KFORGE_HOST_LD_LIBRARY_PATH");
+        if (host_ld != NULL && host_ld[0] != '\0')
+            setenv("LD_LIBRARY_PATH", host_ld, 1);
+        else if (host_ld != NULL)
+            unsetenv("LD_LIBRARY_PATH");
         if (chdir(cwd) == 0)
             execvp(argv[0], argv);
         int e = errno;
