@@ -161,7 +161,7 @@ static int start_pg(struct up *u) {
     if (!have)
         PQclear(r);
     kf_db_close(db);
-    return kfc_migrate(u->db_url, NULL, false);
+    return kfc_migrate(u->db_url, NULL, true);
 }
 
 static int start_redis(struct up *u) {

@@ -1,0 +1,83 @@
+/* enqueue.c: job and task rows, then the stream entry. */
+#include <stdio.h>
+#include <string.h>
+
+#include "enqueue.h"
+#include "util.h"
+
+int kf_tx_fail(struct kf_db *db) {
+    return kf_db_retryable(db) ? KF_DB_RETRY : -1;
+}
+
+static int run(struct kf_db *db, const char *stmt, int n, const char *const *params) {
+    PGresult *res = kf_db_exec(db, stmt, n, params);
+    if (!res)
+        return kf_tx_fail(db);
+    PQclear(res);
+    return 0;
+}
+
+int kf_job_insert(struct kf_db *db, struct kf_new_job *job) {
+    if (kf_uuid_new(job->id) != 0)
+        return -1;
+    const char *p[] = {job->id,      job->kind,    job->klass,
+                       job->backend, job->task_id, job->payload ? job->payload : "{}"};
+    int rc = run(db, "job_insert", 6, p);
+    if (rc != 0)
+        return rc;
+    const char *e[] = {job->id, "queued", NULL};
+    return run(db, "event_add", 3, e);
+}
+
+void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id) {
+    char stream[128];
+    kf_queue_stream(klass, stream, sizeof stream);
+    struct kf_queue *q = kf_srv_queue_get(r->srv);
+    int rc = q ? kf_queue_add(q, stream, job_id, NULL) : -1;
+    if (rc != 0) {
+        struct kf_log_ctx ctx = r->log;
+        ctx.job_id = job_id;
+        kf_log(&ctx, KF_LOG_WARN, "XADD %s failed (%s); the reconciler will re-add the job", stream,
+               q ? kf_queue_error(q) : "redis unavailable");
+    }
+    kf_srv_queue_put(r->srv, q);
+}
+
+int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
+    t->created = false;
+    t->job_id[0] = '\0';
+    char id[37];
+    if (kf_uuid_new(id) != 0)
+        return -1;
+    const char *p[] = {id, t->sha256, t->name, t->source, t->backend};
+    PGresult *res = kf_db_exec(db, "task_insert", 5, p);
+    if (!res)
+        return kf_tx_fail(db);
+    t->created = PQntuples(res) == 1;
+    PQclear(res);
+    if (t->created) {
+        snprintf(t->id, sizeof t->id, "%s", id);
+        snprintf(t->status, sizeof t->status, "checking");
+        struct kf_new_job job = {.kind = "check_task",
+                                 .klass = t->klass,
+                                 .backend = t->backend,
+                                 .task_id = t->id,
+                                 .payload = NULL};
+        int rc = kf_job_insert(db, &job);
+        if (rc == 0)
+            snprintf(t->job_id, sizeof t->job_id, "%s", job.id);
+        return rc;
+    }
+    const char *q[] = {t->sha256};
+    res = kf_db_exec(db, "task_by_sha", 1, q);
+    if (!res)
+        return kf_tx_fail(db);
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return KF_DB_RETRY; /* the row it conflicted with is not visible yet */
+    }
+    snprintf(t->id, sizeof t->id, "%s", PQgetvalue(res, 0, 1));
+    snprintf(t->status, sizeof t->status, "%s", PQgetvalue(res, 0, 2));
+    PQclear(res);
+    return 0;
+}

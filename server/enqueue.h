@@ -1,0 +1,40 @@
+/* enqueue.h: writing jobs as lib/README.md's protocol says: the job row and its `queued` event
+ * inside the caller's kf_db_tx transaction, the XADD after COMMIT (a failed XADD leaves the
+ * row queued for the reconciler). Also the creation of a task (deduplicated by the SHA-256 of
+ * its source) with its check_task job, shared by POST /v1/tasks and POST /v1/evaluations. */
+#ifndef KF_SERVER_ENQUEUE_H
+#define KF_SERVER_ENQUEUE_H
+
+#include <stdbool.h>
+
+#include "server.h"
+
+struct kf_new_job {
+    char id[37]; /* filled by kf_job_insert */
+    const char *kind, *klass, *backend, *task_id;
+    const char *payload; /* JSON text; NULL: {} */
+};
+
+/* Inside a transaction: inserts the job (queued) and its queued event. Returns 0, -1 or
+ * KF_DB_RETRY (kf_db_tx's convention). */
+int kf_job_insert(struct kf_db *db, struct kf_new_job *job);
+
+/* After COMMIT: XADD kforge:jobs:CLASS * job ID. A failure is logged, not returned. */
+void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id);
+
+struct kf_new_task {
+    const char *sha256, *name, *source, *backend, *klass;
+    char id[37];     /* the task's id, new or old */
+    char job_id[37]; /* the check_task job's, when created */
+    char status[16]; /* the task's status */
+    bool created;
+};
+
+/* Inside a transaction: inserts the task unless one with the same sha256 exists, and then its
+ * check_task job. Same returns as kf_job_insert. */
+int kf_task_upsert(struct kf_db *db, struct kf_new_task *t);
+
+/* A failed statement's return for kf_db_tx: KF_DB_RETRY when retryable, else -1. */
+int kf_tx_fail(struct kf_db *db);
+
+#endif

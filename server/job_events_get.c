@@ -1,0 +1,174 @@
+/* job_events_get.c: GET /v1/jobs/{id}/events, server-sent events. MHD pulls the stream from
+ * read_events: it polls job_events (seq > last) every 100 ms on a pooled connection taken per
+ * poll, and between polls parks the connection (park.h), so an open stream holds no thread.
+ * It writes `: keepalive` every 15 s and ends after the `done` event or when the job is gone.
+ * At most max_streams are open (503 too_many_streams). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job_events_get.h"
+#include "park.h"
+#include "reply.h"
+#include "util.h"
+
+#define KF_SSE_POLL_MS 100
+#define KF_SSE_KEEPALIVE_MS 15000
+
+struct stream {
+    struct kf_server *srv;
+    struct MHD_Connection *conn;
+    char job_id[40];
+    char last_seq[16];
+    char *buf;
+    size_t len, off, cap;
+    bool done; /* end once buf is written */
+    int64_t last_write_ms;
+};
+
+static bool append(struct stream *s, const char *data, size_t n) {
+    if (s->len + n > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->len + n)
+            cap *= 2;
+        char *nb = realloc(s->buf, cap);
+        if (!nb)
+            return false;
+        s->buf = nb;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, data, n);
+    s->len += n;
+    return true;
+}
+
+/* One poll of the job's new events into s->buf. */
+static void poll_events(struct stream *s) {
+    struct kf_db *db = kf_srv_db_get(s->srv);
+    if (!db)
+        return; /* PostgreSQL away: keep the stream, try again */
+    const char *p[] = {s->job_id, s->last_seq};
+    PGresult *res = kf_db_exec(db, "job_events", 2, p);
+    kf_srv_db_put(s->srv, db);
+    if (!res)
+        return;
+    int rows = PQntuples(res);
+    if (rows == 0)
+        s->done = true; /* the job no longer exists */
+    for (int i = 0; i < rows; i++) {
+        if (PQgetisnull(res, i, 0)) {
+            if (strcmp(PQgetvalue(res, i, 3), "t") == 0)
+                s->done = true; /* resumed after `done`: nothing more will come */
+            continue;
+        }
+        const char *seq = PQgetvalue(res, i, 0), *kind = PQgetvalue(res, i, 1);
+        char head[128];
+        int n = snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", seq, kind);
+        if (!append(s, head, (size_t)n) ||
+            !append(s, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2)) ||
+            !append(s, "\n\n", 2)) {
+            s->done = true;
+            break;
+        }
+        snprintf(s->last_seq, sizeof s->last_seq, "%s", seq);
+        if (strcmp(kind, "done") == 0)
+            s->done = true;
+    }
+    PQclear(res);
+}
+
+static ssize_t drain(struct stream *s, char *buf, size_t max) {
+    size_t n = s->len - s->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, s->buf + s->off, n);
+    s->off += n;
+    if (s->off == s->len)
+        s->off = s->len = 0;
+    s->last_write_ms = kf_now_ms();
+    return (ssize_t)n;
+}
+
+static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
+    struct stream *s = cls;
+    (void)pos;
+    if (s->off < s->len)
+        return drain(s, buf, max);
+    if (s->done || s->srv->stopping)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (kf_peer_gone(s->conn))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    poll_events(s);
+    if (s->len > 0)
+        return drain(s, buf, max);
+    if (s->done)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (kf_now_ms() - s->last_write_ms >= KF_SSE_KEEPALIVE_MS) {
+        if (!append(s, ": keepalive\n\n", 13))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        return drain(s, buf, max);
+    }
+    if (kf_park(s->srv->park, s->conn, KF_SSE_POLL_MS) != 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    return 0;
+}
+
+static void free_stream(void *cls) {
+    struct stream *s = cls;
+    atomic_fetch_sub(&s->srv->streams, 1);
+    free(s->buf);
+    free(s);
+}
+
+static long last_event_id(struct MHD_Connection *conn) {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
+    if (!h)
+        return 0;
+    size_t n = strspn(h, "0123456789");
+    if (n == 0 || n > 9 || h[n])
+        return 0;
+    return strtol(h, NULL, 10);
+}
+
+enum MHD_Result kf_job_events_get(struct kf_req *r) {
+    struct kf_server *srv = r->srv;
+    const char *p[] = {r->id};
+    struct kf_db *db = kf_srv_db_get(srv);
+    if (!db)
+        return kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
+    PGresult *res = kf_db_exec(db, "job_exists", 1, p);
+    if (!res) {
+        enum MHD_Result ret = kf_reply_db_error(r, db);
+        kf_srv_db_put(srv, db);
+        return ret;
+    }
+    kf_srv_db_put(srv, db);
+    bool exists = PQntuples(res) == 1;
+    PQclear(res);
+    if (!exists)
+        return kf_reply_error(r, KF_E_JOB_NOT_FOUND, NULL, NULL);
+    if (atomic_fetch_add(&srv->streams, 1) >= srv->cfg->max_streams) {
+        atomic_fetch_sub(&srv->streams, 1);
+        return kf_reply_error(r, KF_E_TOO_MANY_STREAMS, NULL, NULL);
+    }
+    struct stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        atomic_fetch_sub(&srv->streams, 1);
+        return kf_reply_error(r, KF_E_INTERNAL, NULL, "out of memory");
+    }
+    s->srv = srv;
+    s->conn = r->conn;
+    snprintf(s->job_id, sizeof s->job_id, "%s", r->id);
+    snprintf(s->last_seq, sizeof s->last_seq, "%ld", last_event_id(r->conn));
+    s->last_write_ms = kf_now_ms();
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, s, free_stream);
+    if (!resp) {
+        free_stream(s);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    return kf_reply_queue(r, MHD_HTTP_OK, resp);
+}

@@ -1,0 +1,197 @@
+/* main.c: kforge-server. Reads the settings (defaults, environment, then --name value), starts
+ * libmicrohttpd on a thread pool, prints "kforge-server: listening on http://HOST:PORT" and
+ * waits for SIGTERM/SIGINT; then it stops accepting, finishes the requests and exits 0. */
+#include <arpa/inet.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "metrics.h"
+#include "park.h"
+#include "server.h"
+
+static void usage(FILE *out) {
+    size_t n = 0;
+    const struct kf_cfg_def *defs = kf_config_table(&n);
+    fprintf(out, "usage: kforge-server [--host H] [--port N] [--SETTING VALUE]...\nsettings:\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "  --%-18s %s (%s, default \"%s\")\n", defs[i].name, defs[i].help, defs[i].env,
+                defs[i].def);
+}
+
+/* --name value, --name=value; "host" is listen_host; dashes may stand for underscores. */
+static int parse_args(struct kf_config *cfg, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strncmp(argv[i], "--", 2) != 0) {
+            fprintf(stderr, "kforge-server: unexpected argument %s\n", argv[i]);
+            return -1;
+        }
+        char name[64];
+        const char *value;
+        const char *eq = strchr(argv[i], '=');
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - argv[i] - 2), argv[i] + 2);
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "kforge-server: %s needs a value\n", argv[i]);
+                return -1;
+            }
+            snprintf(name, sizeof name, "%s", argv[i] + 2);
+            value = argv[++i];
+        }
+        for (char *p = name; *p; p++)
+            if (*p == '-')
+                *p = '_';
+        if (strcmp(name, "host") == 0)
+            snprintf(name, sizeof name, "listen_host");
+        char err[256];
+        if (kf_config_set(cfg, name, value, err, sizeof err) != 0) {
+            fprintf(stderr, "kforge-server: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* openapi/openapi.yaml beside the build folder holding this binary, if it is there. */
+static void find_openapi(struct kf_server *srv) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    srv->openapi_path[0] = '\0';
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *dir = dirname(dirname(exe));
+    snprintf(srv->openapi_path, sizeof srv->openapi_path, "%.4000s/openapi/openapi.yaml", dir);
+    if (access(srv->openapi_path, R_OK) != 0)
+        srv->openapi_path[0] = '\0';
+}
+
+/* libmicrohttpd's own messages, as log lines (most are about clients that went away). */
+static void mhd_logger(void *cls, const char *fmt, va_list ap) {
+    const struct kf_server *srv = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    kf_log(&srv->log, KF_LOG_DEBUG, "microhttpd: %s", msg);
+}
+
+static struct MHD_Daemon *start_daemon(struct kf_server *srv, struct sockaddr_storage *addr) {
+    const struct kf_config *cfg = srv->cfg;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    if (addr->ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 1;
+    unsigned limit = (unsigned)cfg->max_streams + 1024;
+    return MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, kf_dispatch, srv, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)addr, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned)1024, MHD_OPTION_NOTIFY_COMPLETED, kf_dispatch_completed, srv,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv, MHD_OPTION_END);
+}
+
+static int resolve(const char *host, long port, struct sockaddr_storage *out) {
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%ld", port);
+    if (getaddrinfo(host && host[0] ? host : NULL, ps, &hints, &ai) != 0 || !ai)
+        return -1;
+    memset(out, 0, sizeof *out);
+    memcpy(out, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    struct kf_config cfg;
+    char err[256];
+    if (kf_config_load(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "kforge-server: %s\n", err);
+        return 2;
+    }
+    if (parse_args(&cfg, argc, argv) != 0) {
+        kf_config_free(&cfg);
+        return 2;
+    }
+    /* the signals are taken by sigwait below; the threads created from here inherit the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct kf_server *srv = calloc(1, sizeof *srv);
+    struct sockaddr_storage addr;
+    int rc = 1;
+    if (!srv)
+        goto out;
+    srv->cfg = &cfg;
+    srv->log.min_level = kf_log_parse_level(cfg.log_level);
+    atomic_init(&srv->streams, 0);
+    atomic_init(&srv->stopping, false);
+    kf_dispatch_init(srv);
+    find_openapi(srv);
+    if (resolve(cfg.listen_host, cfg.port, &addr) != 0) {
+        fprintf(stderr, "kforge-server: cannot resolve host %s\n", cfg.listen_host);
+        goto out_srv;
+    }
+    srv->metrics = kf_metrics_new(srv->labels, srv->nlabels);
+    srv->park = kf_park_start();
+    if (!srv->metrics || !srv->park || kf_srv_pools_init(srv) != 0) {
+        fprintf(stderr, "kforge-server: out of memory\n");
+        goto out_srv;
+    }
+    srv->daemon = start_daemon(srv, &addr);
+    if (!srv->daemon) {
+        fprintf(stderr, "kforge-server: cannot listen on %s:%ld\n", cfg.listen_host, cfg.port);
+        goto out_pools;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    unsigned port = info ? info->port : (unsigned)cfg.port;
+    bool v6 = addr.ss_family == AF_INET6;
+    printf("kforge-server: listening on http://%s%s%s:%u\n", v6 ? "[" : "", cfg.listen_host,
+           v6 ? "]" : "", port);
+    fflush(stdout);
+    kf_log(&srv->log, KF_LOG_INFO, "listening on %s:%u threads=%ld db_pool=%ld", cfg.listen_host,
+           port, cfg.threads, cfg.db_pool);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    kf_log(&srv->log, KF_LOG_INFO, "signal %d: stopping", sig);
+    atomic_store(&srv->stopping, true);
+    MHD_quiesce_daemon(srv->daemon);
+    kf_park_stop(srv->park);
+    kf_log(&srv->log, KF_LOG_DEBUG, "parked connections resumed");
+    MHD_stop_daemon(srv->daemon);
+    kf_log(&srv->log, KF_LOG_DEBUG, "daemon stopped");
+    rc = 0;
+out_pools:
+    kf_srv_pools_free(srv);
+out_srv:
+    kf_park_stop(srv->park);
+    kf_park_free(srv->park);
+    kf_metrics_free(srv->metrics);
+    free(srv);
+out:
+    kf_log(NULL, KF_LOG_DEBUG, "exit %d", rc);
+    kf_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* routes.c: every route of the API, in one table. */
+#include "routes.h"
+#include "evaluation_get.h"
+#include "evaluations_post.h"
+#include "healthz_get.h"
+#include "job_cancel_post.h"
+#include "job_events_get.h"
+#include "job_get.h"
+#include "metrics_get.h"
+#include "readyz_get.h"
+#include "task_get.h"
+#include "tasks_get.h"
+#include "tasks_post.h"
+
+static const struct kf_route routes[] = {
+    {"POST", "/v1/tasks", kf_tasks_post, KF_RT_BODY | KF_RT_WRITE},
+    {"GET", "/v1/tasks", kf_tasks_get, KF_RT_READ},
+    {"GET", "/v1/tasks/{id}", kf_task_get, KF_RT_READ},
+    {"POST", "/v1/evaluations", kf_evaluations_post, KF_RT_BODY | KF_RT_WRITE},
+    {"GET", "/v1/evaluations/{id}", kf_evaluation_get, KF_RT_READ},
+    {"GET", "/v1/jobs/{id}", kf_job_get, KF_RT_READ},
+    {"POST", "/v1/jobs/{id}/cancel", kf_job_cancel_post, KF_RT_WRITE},
+    {"GET", "/v1/jobs/{id}/events", kf_job_events_get, KF_RT_READ},
+    {"GET", "/healthz", kf_healthz_get, 0},
+    {"GET", "/readyz", kf_readyz_get, 0},
+    {"GET", "/metrics", kf_metrics_get, 0},
+};
+
+const struct kf_route *kf_routes(size_t *n) {
+    *n = sizeof routes / sizeof routes[0];
+    return routes;
+}
