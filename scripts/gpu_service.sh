@@ -8,6 +8,7 @@ set -u
 OUT=${OUT:-/tmp/kforge-gpu}
 mkdir -p "$OUT/service"
 dir=$(mktemp -d /tmp/kforge-svc-XXXXXX)
+chmod 755 "$dir" # PostgreSQL runs as postgres or nobody and must reach its folder
 tar xzf build/kforge-bundle.tar.gz -C "$dir"
 export KFORGE_PYTHON=${KFORGE_PYTHON:-$(command -v python3)}
 {
