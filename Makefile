@@ -47,6 +47,7 @@ test-gpu: build
 bench: build
 	@bash sandbox/bench_startup.sh
 	@$(PY) bench/harness_bench.py
+	@bash bench/service_bench.sh
 
 bundle: build
 	@bash scripts/bundle.sh
