@@ -1,11 +1,9 @@
-/* up.c: `kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1]`, the local stack under var/:
- *   var/pg       PostgreSQL's data (initdb once; as root it belongs to `postgres`)
- *   var/run      its socket, and the pid files of everything
- *   var/redis    Redis's folder; var/log/NAME.log every program's log
- *   var/stack.env, var/api-key (mode 600, a key named "local")
- * then kforge-server and the workers (one per GPU that `nvidia-smi -L` lists, else one cpu
- * worker) in the background, and waits for /readyz. Running it again while the stack is up
- * prints the URL and does nothing. */
+/* up.c: `kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1] [--slots N]`, the local stack under
+ * var/: var/pg       PostgreSQL's data (initdb once; as root it belongs to `postgres`) var/run its
+ * socket, and the pid files of everything var/redis    Redis's folder; var/log/NAME.log every
+ * program's log var/stack.env, var/api-key (mode 600, a key named "local") then kforge-server and
+ * the workers (one per GPU that `nvidia-smi -L` lists, else one cpu worker) in the background, and
+ * waits for /readyz. Running it again while the stack is up prints the URL and does nothing. */
 #include "cli.h"
 
 #include <errno.h>
@@ -32,6 +30,7 @@ struct up {
     long port;           /* the server's, 0: a free one */
     bool cpu;
     int gpus[MAX_GPUS], ngpus;
+    int slots; /* workers per GPU: builds overlap, the GPU lock lets one at a time time */
     int pg_port, redis_port;
     char db_url[PATH_MAX + 128], redis_url[128], url[256];
 };
@@ -66,6 +65,7 @@ static int detect_gpus(int *out, int max) {
 static int parse(struct up *u, int argc, char **argv) {
     const char *var = NULL;
     u->port = 8080;
+    u->slots = 2;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--var") == 0 && i + 1 < argc) {
             var = argv[++i];
@@ -73,6 +73,11 @@ static int parse(struct up *u, int argc, char **argv) {
             char *end;
             u->port = strtol(argv[++i], &end, 10);
             if (*end || u->port < 0 || u->port > 65535)
+                return -1;
+        } else if (strcmp(argv[i], "--slots") == 0 && i + 1 < argc) {
+            char *end;
+            u->slots = (int)strtol(argv[++i], &end, 10);
+            if (*end || u->slots < 1 || u->slots > 16)
                 return -1;
         } else if (strcmp(argv[i], "--cpu") == 0) {
             u->cpu = true;
@@ -294,12 +299,14 @@ static int start_programs(struct up *u) {
             return -1;
     }
     for (int i = 0; i < u->ngpus; i++) {
-        char gpu[16], name[32];
-        snprintf(gpu, sizeof(gpu), "%d", u->gpus[i]);
-        snprintf(name, sizeof(name), "worker-gpu%d", u->gpus[i]);
-        const char *wa[] = {worker, "--gpu", gpu, NULL};
-        if (spawn(u, name, wa) < 0)
-            return -1;
+        for (int k = 0; k < u->slots; k++) {
+            char gpu[16], name[48];
+            snprintf(gpu, sizeof(gpu), "%d", u->gpus[i]);
+            snprintf(name, sizeof(name), k ? "worker-gpu%d-%d" : "worker-gpu%d", u->gpus[i], k);
+            const char *wa[] = {worker, "--gpu", gpu, NULL};
+            if (spawn(u, name, wa) < 0)
+                return -1;
+        }
     }
     return wait_ready(u);
 }
@@ -336,7 +343,8 @@ int kfc_up_main(int argc, char **argv) {
     static struct up u;
     memset(&u, 0, sizeof(u));
     if (parse(&u, argc, argv) != 0) {
-        fprintf(stderr, "usage: kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1]\n");
+        fprintf(stderr,
+                "usage: kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1] [--slots N]\n");
         return 2;
     }
     char url[256];

@@ -293,7 +293,7 @@ static int supervise(struct child *c, enum kfw_outcome *why) {
 
 /* The harness's command line into argv (strings in store). */
 static void build_argv(struct kfw *w, const struct kfw_job *job, const char *format, json_t *files,
-                       const char *argv[32], char store[4][512]) {
+                       const char *argv[32], char store[5][512]) {
     int n = 0;
     argv[n++] = w->cfg.python;
     argv[n++] = "-m";
@@ -335,6 +335,12 @@ static void build_argv(struct kfw *w, const struct kfw_job *job, const char *for
             }
         }
         argv[n++] = "--progress";
+    }
+    if (w->gpu >= 0) {
+        /* the workers of one GPU (kforge up --slots) build side by side, one at a time on it */
+        snprintf(store[4], sizeof(store[4]), "%s/gpu%ld.lock", w->cfg.var_dir, w->gpu);
+        argv[n++] = "--gpu-lock";
+        argv[n++] = store[4];
     }
     argv[n] = NULL;
 }
@@ -432,7 +438,7 @@ void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) 
         goto out;
 
     const char *argv[32];
-    char store[4][512];
+    char store[5][512];
     build_argv(w, job, format, files, argv, store);
     if (spawn(&c, (char *const *)argv, dir, run->reason, sizeof(run->reason)) != 0)
         goto out;

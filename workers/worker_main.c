@@ -2,8 +2,8 @@
  *
  *   kforge-worker (--gpu N | --cpu) [--SETTING VALUE ...]
  *
- * One job at a time per worker process (the current choice: a build of the next job does not
- * overlap the timing of this one; run more workers for more throughput). SIGTERM/SIGINT stop
+ * One job at a time per worker process; kforge up runs several per GPU, and the harness's GPU
+ * lock (--gpu-lock) lets one at a time use the GPU while the others build. SIGTERM/SIGINT stop
  * taking jobs; a running job may finish within ~10 s, else it is handed back (queued again). */
 #include "worker.h"
 

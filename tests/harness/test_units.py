@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -126,3 +127,28 @@ def test_scan_ignores_docstrings_but_not_code_strings():
     code = 'import sys\nf = getattr(sys, "_getframe")\n'
     flags, details = scan_source(code, "native")
     assert flags == ["introspection"] and any("_getframe" in d for d in details)
+
+
+def test_gpu_lock_is_exclusive_between_processes(tmp_path):
+    """Two harnesses sharing a GPU: the second waits until the first releases (or dies)."""
+    import subprocess
+    import sys
+    import time
+
+    from kforge_harness.gpulock import GpuLock
+
+    path = str(tmp_path / "gpu0.lock")
+    first = GpuLock(path)
+    assert first.acquire() < 1.0
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[2]);"
+        "from kforge_harness.gpulock import GpuLock;"
+        "t = time.monotonic(); GpuLock(sys.argv[1]).acquire(); print(time.monotonic() - t)"
+    )
+    harness = str(Path(__file__).resolve().parents[2] / "workers" / "harness")
+    p = subprocess.Popen([sys.executable, "-c", code, path, harness], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert p.poll() is None, "the second holder got the lock while the first held it"
+    first.release()
+    out, _ = p.communicate(timeout=30)
+    assert float(out) >= 0.9

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from kforge_harness import timing
+from kforge_harness.gpulock import GpuLock
 
 
 def _json_default(o: Any) -> Any:
@@ -60,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--jail", help="kforge-jail binary: build in its build profile, run in its run profile")
     ev.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the runner gets")
     ev.add_argument("--progress", action="store_true", help='{"progress": PHASE} lines on stderr')
+    ev.add_argument(
+        "--gpu-lock", help="a file to flock exclusively from the end of the build on (one per GPU)"
+    )
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
@@ -73,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     ct.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
     ct.add_argument("--min-ms", type=float)
     ct.add_argument("--max-ms", type=float)
+    ct.add_argument("--gpu-lock", help="a file to flock exclusively while the task is timed")
 
     ins = sub.add_parser("inspect", help="the module's computation graph")
     ins.add_argument("--task", required=True)
@@ -100,6 +105,7 @@ def main(argv: list[str]) -> int:
                 jail=os.path.abspath(args.jail) if args.jail else None,
                 gpu=args.gpu,
                 progress=args.progress,
+                gpu_lock=args.gpu_lock,
             )
             emit(evaluate(args.task, args.candidate, opts))
         elif args.cmd == "baseline":
@@ -114,6 +120,9 @@ def main(argv: list[str]) -> int:
                 args.min_ms if args.min_ms is not None else lo,
                 args.max_ms if args.max_ms is not None else hi,
             )
+            lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
+            if lock is not None:
+                lock.acquire()
             emit(check_task(args.task, args.backend, window))
         elif args.cmd == "inspect":
             from kforge_harness.inspect_graph import inspect_task

@@ -22,6 +22,7 @@ import torch
 from kforge_harness import REWARD_VERSION, baseline, build, compare, inputs, jailwrap, timing, wire
 from kforge_harness.candidate import CandidateError, detect
 from kforge_harness.envinfo import env_info
+from kforge_harness.gpulock import GpuLock
 from kforge_harness.proc import RunnerDied, RunnerProcess, make_undumpable
 from kforge_harness.reward import reward
 from kforge_harness.scan import scan_candidate_sources
@@ -85,6 +86,7 @@ class Options:
     jail: str | None = None
     gpu: int | None = None
     progress: bool = False
+    gpu_lock: str | None = None
 
 
 class Verdict:
@@ -168,6 +170,7 @@ class Evaluation:
             base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
         self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=base)
         self.runner: RunnerProcess | None = None
+        self.lock = GpuLock(opts.gpu_lock) if opts.gpu_lock else None
         self.secret = opts.seed if opts.seed is not None else secrets.randbits(62)
         make_undumpable()
 
@@ -176,6 +179,8 @@ class Evaluation:
             self.runner.close()
             self.v.r["runner_log"] = self.runner.log()
             self.runner = None
+        if self.lock is not None:
+            self.lock.release()
         shutil.rmtree(self.xfer, ignore_errors=True)
 
     def _seed(self, label: str) -> int:
@@ -240,6 +245,9 @@ class Evaluation:
         self.v.r["build"] = b.as_json()
         self.v.flag(*b.flags)
 
+        if self.lock is not None:
+            # the build ran beside other jobs; from here on the GPU is this job's alone
+            self.v.r["gpu_lock_wait_s"] = round(self.lock.acquire(), 3)
         init_seed = self._seed("init")
         try:
             ref_model, init_args = make_reference(task, device, init_seed)
