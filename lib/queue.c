@@ -325,37 +325,67 @@ static void copy_id(char *out, const redisReply *r) {
         snprintf(out, KF_STREAM_ID_MAX, "%s", r->str != NULL ? r->str : "");
 }
 
-int kf_queue_add(struct kf_queue *q, const char *stream, const char *job_id,
-                 char id[KF_STREAM_ID_MAX]) {
-    struct cmd c = make_cmd(5, "XADD", stream, "*", "job", job_id);
-    redisReply *r = command(q, &c);
-    if (r == NULL)
-        return -1;
-    int rc = 0;
-    if (r->type == REDIS_REPLY_STRING) {
-        copy_id(id, r);
-    } else {
-        set_error(q, "XADD %s: unexpected reply", stream);
-        rc = -1;
-    }
-    freeReplyObject(r);
-    return rc;
+/* The set of the jobs that have an entry on the stream: STREAM ":ids". */
+static void ids_key(const char *stream, char *out, size_t n) {
+    snprintf(out, n, "%s:ids", stream);
 }
 
-int kf_queue_ack(struct kf_queue *q, const char *stream, const char *id) {
-    struct cmd cmds[2] = {make_cmd(4, "XACK", stream, KF_QUEUE_GROUP, id),
-                          make_cmd(3, "XDEL", stream, id)};
+int kf_queue_add(struct kf_queue *q, const char *stream, const char *job_id,
+                 char id[KF_STREAM_ID_MAX]) {
+    char ids[256];
+    ids_key(stream, ids, sizeof(ids));
+    struct cmd cmds[2] = {make_cmd(5, "XADD", stream, "*", "job", job_id),
+                          make_cmd(3, "SADD", ids, job_id)};
     redisReply *r[2] = {NULL, NULL};
     if (run_pipeline(q, cmds, 2, r) != 0)
         return -1;
     int rc = 0;
-    for (int i = 0; i < 2; i++) {
+    if (r[0]->type == REDIS_REPLY_STRING) {
+        copy_id(id, r[0]);
+    } else {
+        set_error(q, "XADD %s: unexpected reply", stream);
+        rc = -1;
+    }
+    if (r[1]->type == REDIS_REPLY_ERROR) {
+        set_error(q, "SADD %s: %s", ids, r[1]->str);
+        rc = -1;
+    }
+    freeReplyObject(r[0]);
+    freeReplyObject(r[1]);
+    return rc;
+}
+
+int kf_queue_ack(struct kf_queue *q, const char *stream, const char *id, const char *job_id) {
+    char ids[256];
+    ids_key(stream, ids, sizeof(ids));
+    struct cmd cmds[3] = {make_cmd(4, "XACK", stream, KF_QUEUE_GROUP, id),
+                          make_cmd(3, "XDEL", stream, id), make_cmd(3, "SREM", ids, job_id)};
+    int n = job_id ? 3 : 2;
+    redisReply *r[3] = {NULL, NULL, NULL};
+    if (run_pipeline(q, cmds, n, r) != 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
         if (r[i]->type == REDIS_REPLY_ERROR) {
             set_error(q, "%s %s: %s", cmds[i].argv[0], id, r[i]->str);
             rc = -1;
         }
         freeReplyObject(r[i]);
     }
+    return rc;
+}
+
+int kf_queue_has_job(struct kf_queue *q, const char *stream, const char *job_id) {
+    char ids[256];
+    ids_key(stream, ids, sizeof(ids));
+    struct cmd c = make_cmd(3, "SISMEMBER", ids, job_id);
+    redisReply *r = command(q, &c);
+    if (r == NULL)
+        return -1;
+    int rc = r->type == REDIS_REPLY_INTEGER ? (r->integer ? 1 : 0) : -1;
+    if (rc < 0)
+        set_error(q, "SISMEMBER %s: unexpected reply", ids);
+    freeReplyObject(r);
     return rc;
 }
 
@@ -385,7 +415,7 @@ static int entry_job(const redisReply *e, char job_id[40], char id[KF_STREAM_ID_
 /* An entry without a job: acknowledged and deleted so that nobody reads it again. */
 static void skip_entry(struct kf_queue *q, const char *stream, const char *id) {
     if (id[0] != '\0')
-        kf_queue_ack(q, stream, id);
+        kf_queue_ack(q, stream, id, NULL);
 }
 
 /* Sets the command timeout, also for connections made while it is in force. */

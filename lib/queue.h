@@ -6,6 +6,7 @@
  * Keys (lib/README.md has the whole protocol):
  *   kforge:jobs:CLASS   a stream per class of worker ("cpu", "cuda", "h200", ...), entries
  *                       {job: UUID}; consumer group "workers"
+ *   kforge:jobs:CLASS:ids  the jobs that have an unacknowledged entry there (a set)
  *   kforge:dead         the dead-letter stream, entries {job: UUID, class, reason}
  *   kforge:rl:KEYID:MIN the per-key rate-limit counter of one minute
  *   kforge:hb:WORKER    a worker's heartbeat (value: JSON; expires after 3 heartbeats) */
@@ -35,7 +36,9 @@ void kf_queue_stream(const char *klass, char *out, size_t n);
 /* Creates the consumer group on the stream (MKSTREAM) if missing. 0 or -1. */
 int kf_queue_ensure_group(struct kf_queue *q, const char *stream);
 
-/* XADD stream * job JOB_ID; the entry id into id (may be NULL). 0 or -1. */
+/* XADD stream * job JOB_ID, and JOB_ID into the set STREAM:ids of the jobs that have an entry
+ * (the reconciler's way to tell a job waiting its turn from one whose entry was lost); the
+ * entry id into id (may be NULL). 0 or -1. */
 int kf_queue_add(struct kf_queue *q, const char *stream, const char *job_id,
                  char id[KF_STREAM_ID_MAX]);
 
@@ -49,8 +52,12 @@ int kf_queue_read(struct kf_queue *q, const char *stream, const char *consumer, 
 int kf_queue_autoclaim(struct kf_queue *q, const char *stream, const char *consumer,
                        long min_idle_ms, char job_id[40], char id[KF_STREAM_ID_MAX]);
 
-/* XACK and XDEL of an entry. 0 or -1. */
-int kf_queue_ack(struct kf_queue *q, const char *stream, const char *id);
+/* XACK and XDEL of an entry, and job_id (NULL: unknown) out of STREAM:ids. 0 or -1. */
+int kf_queue_ack(struct kf_queue *q, const char *stream, const char *id, const char *job_id);
+
+/* 1 when job_id has an entry on the stream that no worker acknowledged yet (by STREAM:ids), 0
+ * when not (or Redis lost its data), -1 on error. */
+int kf_queue_has_job(struct kf_queue *q, const char *stream, const char *job_id);
 
 /* XADD kforge:dead * job JOB class CLASS reason REASON. 0 or -1. */
 int kf_queue_dead_letter(struct kf_queue *q, const char *job_id, const char *klass,

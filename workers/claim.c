@@ -78,7 +78,7 @@ int kfw_claim_next(struct kfw *w, struct kfw_job *job, int block_ms) {
     lc.job_id = job->id;
     if (!kf_uuid_valid(job->id)) {
         kf_log(&lc, KF_LOG_WARN, "stream entry %s has no job id: dropped", job->entry);
-        kf_queue_ack(w->q, w->stream, job->entry);
+        kf_queue_ack(w->q, w->stream, job->entry, job->id);
         return 0;
     }
     struct claim_tx c = {w, job, false};
@@ -90,7 +90,7 @@ int kfw_claim_next(struct kfw *w, struct kfw_job *job, int block_ms) {
     if (!c.got) {
         kf_log(&lc, KF_LOG_DEBUG, "entry %s: job finished, cancelled or leased: dropped",
                job->entry);
-        kf_queue_ack(w->q, w->stream, job->entry);
+        kf_queue_ack(w->q, w->stream, job->entry, job->id);
         kfw_job_free(job);
         return 0;
     }

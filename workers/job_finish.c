@@ -179,7 +179,7 @@ static void after_lost(struct kfw *w, const struct kfw_job *job, const struct kf
            PQgetvalue(r, 0, 1), job->attempt);
     PQclear(r);
     if (finished)
-        kf_queue_ack(w->q, w->stream, job->entry);
+        kf_queue_ack(w->q, w->stream, job->entry, job->id);
 }
 
 void kfw_job_finish(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) {
@@ -236,6 +236,6 @@ void kfw_job_finish(struct kfw *w, const struct kfw_job *job, struct kfw_run *ru
     } else {
         kf_log(&lc, KF_LOG_INFO, "cancelled");
     }
-    if (kf_queue_ack(w->q, w->stream, job->entry) != 0)
+    if (kf_queue_ack(w->q, w->stream, job->entry, job->id) != 0)
         kf_log(&lc, KF_LOG_WARN, "XACK: %s", kf_queue_error(w->q));
 }

@@ -1,8 +1,10 @@
 /* reconcile.c: the reconciler thread (lib/README.md, step 7). Every reconcile_s, one worker at a
  * time (pg_try_advisory_lock on this thread's own connection) puts back on their streams the
  * queued jobs not enqueued for reconcile_s and the running jobs whose lease expired, and sets
- * their enqueued_at: Redis losing its data loses no job. Duplicate entries are harmless (the
- * claim UPDATE decides). */
+ * their enqueued_at: Redis losing its data loses no job. A job that still has an entry (the set
+ * kforge:jobs:CLASS:ids, kept by kf_queue_add and kf_queue_ack) is left alone, so a long backlog
+ * does not fill the stream with copies; a duplicate that does arise is harmless (the claim
+ * UPDATE decides). */
 #include "worker.h"
 
 #include <stdio.h>
@@ -34,6 +36,9 @@ static void pass(struct kfw *w, struct kf_db *db, struct kf_queue *q) {
             lc.job_id = PQgetvalue(r, i, 0);
             kf_queue_stream(PQgetvalue(r, i, 1), stream, sizeof(stream));
             kf_queue_ensure_group(q, stream);
+            int has = kf_queue_has_job(q, stream, lc.job_id);
+            if (has == 1)
+                continue; /* its entry waits its turn, or a dead worker's is XAUTOCLAIMed */
             if (kf_queue_add(q, stream, lc.job_id, NULL) != 0)
                 kf_log(&lc, KF_LOG_WARN, "reconcile: XADD %s: %s", stream, kf_queue_error(q));
             else

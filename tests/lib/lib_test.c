@@ -643,6 +643,8 @@ static void test_queue_stream(struct t *t, struct kf_queue *q, redisContext *rc)
     CHECK(t, kf_queue_ensure_group(q, stream) == 0, "again: %s", kf_queue_error(q));
     CHECK(t, kf_queue_add(q, stream, "job-1", id) == 0 && strchr(id, '-') != NULL, "%s", id);
     CHECK(t, kf_queue_len(q, stream) == 1, "len %ld", kf_queue_len(q, stream));
+    CHECK(t, kf_queue_has_job(q, stream, "job-1") == 1, "job-1 has an entry");
+    CHECK(t, kf_queue_has_job(q, stream, "job-9") == 0, "job-9 has none");
     CHECK(t, kf_queue_read(q, stream, "c1", 100, job, id2) == 1, "%s", kf_queue_error(q));
     CHECK(t, strcmp(job, "job-1") == 0 && strcmp(id, id2) == 0, "%s %s", job, id2);
     CHECK(t, kf_queue_pending(q, stream) == 1, "pending %ld", kf_queue_pending(q, stream));
@@ -653,8 +655,9 @@ static void test_queue_stream(struct t *t, struct kf_queue *q, redisContext *rc)
     usleep(20000);
     CHECK(t, kf_queue_autoclaim(q, stream, "c2", 10, job, id2) == 1, "%s", kf_queue_error(q));
     CHECK(t, strcmp(job, "job-1") == 0 && strcmp(id, id2) == 0, "%s %s", job, id2);
-    CHECK(t, kf_queue_ack(q, stream, id) == 0, "%s", kf_queue_error(q));
+    CHECK(t, kf_queue_ack(q, stream, id, "job-1") == 0, "%s", kf_queue_error(q));
     CHECK(t, kf_queue_pending(q, stream) == 0 && kf_queue_len(q, stream) == 0, "after ack");
+    CHECK(t, kf_queue_has_job(q, stream, "job-1") == 0, "job-1's entry is gone after its ack");
     /* entries without a job field are acknowledged and skipped */
     freeReplyObject(raw(rc, "XADD %s * %s x", stream, "junk"));
     CHECK(t, kf_queue_read(q, stream, "c1", 100, job, id2) == 0, "read a junk entry");
@@ -677,7 +680,7 @@ static void test_queue_stream(struct t *t, struct kf_queue *q, redisContext *rc)
     CHECK(t, kf_queue_add(q, stream, "job-2", id) == 0, "%s", kf_queue_error(q));
     CHECK(t, kf_queue_read(q, stream, "c1", 0, job, id2) == 1 && strcmp(job, "job-2") == 0, "%s",
           kf_queue_error(q));
-    CHECK(t, kf_queue_ack(q, stream, id2) == 0, "%s", kf_queue_error(q));
+    CHECK(t, kf_queue_ack(q, stream, id2, NULL) == 0, "%s", kf_queue_error(q));
     ok("queue_stream");
 }
 

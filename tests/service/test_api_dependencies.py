@@ -3,16 +3,20 @@ hangs) while one is down, with /healthz still 200."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 from servicekit import (
+    EXAMPLES,
     Api,
     PgCluster,
     Stack,
     assert_error,
+    candidate_files,
     evaluation_body,
+    example_task,
     failing_files,
     unique_task,
     wait_until,
@@ -129,3 +133,29 @@ def test_postgres_restarted(stack: Stack, workers) -> None:
     assert w.alive(), "the worker survives PostgreSQL going away"
     assert stack.api.get("/readyz", timeout=5).status_code == 200
     _all_succeeded(stack, _submit(stack, "postgres after"))
+
+
+def test_backlog_does_not_fill_the_stream(stack: Stack, workers) -> None:
+    """Jobs waiting behind a running one keep their one entry: the reconciler, which runs every
+    2 s here, re-adds only jobs without an entry (before, each pass added a copy of each)."""
+    # a first job that runs for tens of seconds (torch.compile baseline, 3 s budgets)
+    slow = evaluation_body(
+        example_task("gelu"),
+        candidate_files(EXAMPLES / "candidates" / "gelu" / "cpu"),
+        options={"budget_s": 3.0},
+    )
+    r = stack.api.post("/v1/evaluations", slow)
+    assert r.status_code == 202, r.text
+    first = r.json()["job"]["id"]
+    w = workers(**FAST)
+    wait_until(lambda: stack.api.job(first)["status"] == "running", 120, "the first job running")
+    waiting = _submit(stack, "backlog")
+    time.sleep(7)  # three reconcile periods (this is not a timing assertion)
+    assert stack.api.job(first)["status"] == "running", "the first job ended too soon to tell"
+    entries = int(stack.redis.command("XLEN", "kforge:jobs:cpu").lstrip(":"))
+    # each inline task also brings its check_task job: count the unfinished jobs themselves
+    jobs = int(stack.psql("SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"))
+    assert jobs >= len(waiting) + 1
+    assert entries <= jobs, f"{entries} stream entries for {jobs} unfinished jobs"
+    _all_succeeded(stack, [first, *waiting])
+    assert w.alive()
