@@ -152,3 +152,24 @@ def test_gpu_lock_is_exclusive_between_processes(tmp_path):
     first.release()
     out, _ = p.communicate(timeout=30)
     assert float(out) >= 0.9
+
+
+def test_compare_fast_path_agrees_with_the_general_one():
+    """All-finite tensors take a shorter path: same verdicts and errors as with a NaN present."""
+    torch.manual_seed(0)
+    ref = torch.randn(1000, dtype=torch.float32)
+    near = ref + 1e-6 * torch.randn(1000)
+    far = ref.clone()
+    far[17] += 0.5
+    for out in (near, far):
+        fast = compare.compare(out, ref)
+        ref_nan, out_nan = (
+            torch.cat([ref, torch.tensor([float("nan")])]),
+            torch.cat([out, torch.tensor([float("nan")])]),
+        )
+        slow = compare.compare(out_nan, ref_nan)
+        assert fast["pass"] == slow["pass"]
+        if not fast["pass"]:
+            assert fast["max_abs_err"] == pytest.approx(slow["max_abs_err"])
+            assert fast["max_rel_err"] == pytest.approx(slow["max_rel_err"])
+    assert compare.compare(near, ref)["pass"] and not compare.compare(far, ref)["pass"]

@@ -42,10 +42,21 @@ def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None, strict:
 def _close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[bool, float, float]:
     """Elementwise |out - ref| <= atol + rtol*|ref| where ref is finite; NaN and infinities
     must match exactly. Returns (ok, max abs error, max relative error) over finite elements."""
+    if ref.numel() == 0:
+        return True, 0.0, 0.0
+    if bool(torch.isfinite(ref).all()) and bool(torch.isfinite(out).all()):
+        # the common case, in far fewer passes over the tensors (large outputs dominate a
+        # check): in float32 for floats of 32 bits or fewer (a difference of two float32 values
+        # is exact to 2^-24 of their size, far below any tolerance), in float64 otherwise
+        wide = torch.float64 if ref.dtype in (torch.float64, torch.int64, torch.int32) else torch.float32
+        r = ref.detach().to(wide)
+        o = out.detach().to(r.device, wide)
+        diff = (o - r).abs_()
+        scale = r.abs()
+        ok = bool((diff <= scale * rtol + atol).all())
+        return ok, float(diff.max()), float((diff / scale.clamp_min_(1e-30)).max())
     r = ref.detach().to(torch.float64)
     o = out.detach().to(r.device, torch.float64)
-    if o.numel() == 0:
-        return True, 0.0, 0.0
     finite = torch.isfinite(r)
     special_ok = bool((torch.isnan(o) == torch.isnan(r)).all()) and bool(
         (torch.where(finite, torch.zeros_like(o), o) == torch.where(finite, torch.zeros_like(r), r))[
@@ -57,7 +68,8 @@ def _close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tu
     bound = torch.where(finite, atol + rtol * r.abs(), torch.zeros_like(r))
     ok = special_ok and bool((diff <= bound).all())
     max_abs = float(diff.max())
-    max_rel = float((diff / r.abs().clamp_min(1e-30)).max())
+    rel = torch.where(finite, diff / r.abs().clamp_min(1e-30), torch.zeros_like(diff))
+    max_rel = float(rel.max())
     return ok, max_abs, max_rel
 
 

@@ -1,0 +1,1 @@
+"""fakellm: a scripted OpenAI-compatible chat-completions server for tests."""
