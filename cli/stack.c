@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "config.h"
 
 void kfc_repo_root(char *out, size_t n) {
@@ -160,22 +161,9 @@ int kfc_write_file(const char *path, const char *text, int mode) {
     return rename(tmp, path);
 }
 
-struct membuf {
-    char *data;
-    size_t len;
-};
-
 static size_t collect(char *p, size_t size, size_t nmemb, void *arg) {
-    struct membuf *b = arg;
     size_t n = size * nmemb;
-    char *d = realloc(b->data, b->len + n + 1);
-    if (d == NULL)
-        return 0;
-    memcpy(d + b->len, p, n);
-    b->data = d;
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    return kf_buf_append(arg, p, n) ? n : 0;
 }
 
 long kfc_http(const char *method, const char *url, const char *key, const char *body, char **resp,
@@ -183,7 +171,7 @@ long kfc_http(const char *method, const char *url, const char *key, const char *
     CURL *c = curl_easy_init();
     if (c == NULL)
         return -1;
-    struct membuf b = {NULL, 0};
+    struct kf_buf b = {0};
     struct curl_slist *h = NULL;
     char auth[256];
     if (key) {

@@ -162,28 +162,13 @@ static void body_append(struct kf_req *r, const char *data, size_t n) {
     size_t max = (size_t)r->srv->cfg->max_body_bytes;
     if (r->too_large)
         return;
-    if (r->body_len + n > max) {
+    if (r->body.len + n > max) {
         r->too_large = true; /* decided now; the rest is drained unread */
-        free(r->body);
-        r->body = NULL;
-        r->body_len = r->body_cap = 0;
+        kf_buf_free(&r->body);
         return;
     }
-    if (r->body_len + n + 1 > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
-        while (cap < r->body_len + n + 1)
-            cap *= 2;
-        char *nb = realloc(r->body, cap);
-        if (!nb) {
-            r->too_large = true;
-            return;
-        }
-        r->body = nb;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, n);
-    r->body_len += n;
-    r->body[r->body_len] = '\0';
+    if (!kf_buf_append(&r->body, data, n))
+        r->too_large = true;
 }
 
 /* The path of the first null in v (request bodies take no nulls: an optional field is left
@@ -247,7 +232,7 @@ enum MHD_Result kf_dispatch(void *cls, struct MHD_Connection *conn, const char *
                               r->srv->cfg->max_body_bytes);
     if ((r->route->flags & KF_RT_BODY) && !r->json) {
         struct kf_jerr err;
-        r->json = kf_jspec_load_body(r->body ? r->body : "", r->body_len, &err);
+        r->json = kf_jspec_load_body(r->body.data ? r->body.data : "", r->body.len, &err);
         if (!r->json)
             return kf_reply_error(r, err.code ? err.code : KF_E_INVALID_JSON, NULL, "%s",
                                   err.message[0] ? err.message : "the body is not a JSON object");
@@ -276,6 +261,6 @@ void kf_dispatch_completed(void *cls, struct MHD_Connection *conn, void **req_cl
     if (r->hstate_free)
         r->hstate_free(r->hstate);
     json_decref(r->json);
-    free(r->body);
+    kf_buf_free(&r->body);
     free(r);
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "job_events_get.h"
+
+#include "buf.h"
 #include "park.h"
 #include "reply.h"
 #include "util.h"
@@ -20,29 +22,13 @@ struct stream {
     struct MHD_Connection *conn;
     char job_id[40];
     char last_seq[16];
-    char *buf;
-    size_t len, off, cap;
-    bool done; /* end once buf is written */
+    struct kf_buf out; /* events not yet written */
+    size_t off;        /* how much of out was written */
+    bool done;         /* end once buf is written */
     int64_t last_write_ms;
 };
 
-static bool append(struct stream *s, const char *data, size_t n) {
-    if (s->len + n > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return false;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
-    return true;
-}
-
-/* One poll of the job's new events into s->buf. */
+/* One poll of the job's new events into s->out. */
 static void poll_events(struct stream *s) {
     struct kf_db *db = kf_srv_db_get(s->srv);
     if (!db)
@@ -64,9 +50,9 @@ static void poll_events(struct stream *s) {
         const char *seq = PQgetvalue(res, i, 0), *kind = PQgetvalue(res, i, 1);
         char head[128];
         int n = snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", seq, kind);
-        if (!append(s, head, (size_t)n) ||
-            !append(s, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2)) ||
-            !append(s, "\n\n", 2)) {
+        if (!kf_buf_append(&s->out, head, (size_t)n) ||
+            !kf_buf_append(&s->out, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2)) ||
+            !kf_buf_append(&s->out, "\n\n", 2)) {
             s->done = true;
             break;
         }
@@ -78,13 +64,13 @@ static void poll_events(struct stream *s) {
 }
 
 static ssize_t drain(struct stream *s, char *buf, size_t max) {
-    size_t n = s->len - s->off;
+    size_t n = s->out.len - s->off;
     if (n > max)
         n = max;
-    memcpy(buf, s->buf + s->off, n);
+    memcpy(buf, s->out.data + s->off, n);
     s->off += n;
-    if (s->off == s->len)
-        s->off = s->len = 0;
+    if (s->off == s->out.len)
+        s->off = s->out.len = 0;
     s->last_write_ms = kf_now_ms();
     return (ssize_t)n;
 }
@@ -92,19 +78,19 @@ static ssize_t drain(struct stream *s, char *buf, size_t max) {
 static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
     struct stream *s = cls;
     (void)pos;
-    if (s->off < s->len)
+    if (s->off < s->out.len)
         return drain(s, buf, max);
     if (s->done || s->srv->stopping)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (kf_peer_gone(s->conn))
         return MHD_CONTENT_READER_END_WITH_ERROR;
     poll_events(s);
-    if (s->len > 0)
+    if (s->out.len > 0)
         return drain(s, buf, max);
     if (s->done)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (kf_now_ms() - s->last_write_ms >= KF_SSE_KEEPALIVE_MS) {
-        if (!append(s, ": keepalive\n\n", 13))
+        if (!kf_buf_append(&s->out, ": keepalive\n\n", 13))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         return drain(s, buf, max);
     }
@@ -116,7 +102,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
 static void free_stream(void *cls) {
     struct stream *s = cls;
     atomic_fetch_sub(&s->srv->streams, 1);
-    free(s->buf);
+    kf_buf_free(&s->out);
     free(s);
 }
 

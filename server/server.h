@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "config.h"
 #include "db.h"
 #include "log.h"
@@ -66,12 +67,11 @@ struct kf_req {
     const char *route_label;      /* the metrics/log label: a pattern, "static" or "none" */
     char id[40];                  /* the {id} of the path, when the route has one */
     int64_t t0_us;
-    unsigned status; /* the status queued, for the access log and metrics */
-    bool started;    /* the first call (headers) was handled */
-    bool replied;    /* a response was queued */
-    bool too_large;  /* the body passed max_body_bytes: drained, answered 413 */
-    char *body;
-    size_t body_len, body_cap;
+    unsigned status;      /* the status queued, for the access log and metrics */
+    bool started;         /* the first call (headers) was handled */
+    bool replied;         /* a response was queued */
+    bool too_large;       /* the body passed max_body_bytes: drained, answered 413 */
+    struct kf_buf body;   /* the request body so far */
     json_t *json;         /* the parsed body (routes that take one) */
     char key_id[40];      /* the API key's id when authenticated */
     char retry_after[16]; /* a Retry-After header for the reply ("" none) */

@@ -7,6 +7,8 @@
  * Killing: SIGINT to the group first, so that the judge's `finally` kills its runner (which
  * lives in a session of its own), then SIGKILL after KILL_GRACE_MS. */
 #include "worker.h"
+
+#include "buf.h"
 #include "workspace.h"
 
 #include "util.h"
@@ -26,36 +28,6 @@
 #define LINE_MAX_ (64 << 10) /* a stderr line longer than this is cut */
 #define TAIL_MAX 2048        /* stderr kept for error messages */
 
-/* The child's output as it arrives. */
-struct outbuf {
-    char *data;
-    size_t len, cap;
-};
-
-static void ob_add(struct outbuf *b, const char *p, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (d == NULL)
-            return; /* out of memory: the bytes are lost, the verdict check will say so */
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void ob_drop_front(struct outbuf *b, size_t keep) {
-    if (b->len <= keep)
-        return;
-    memmove(b->data, b->data + b->len - keep, keep);
-    b->len = keep;
-    b->data[b->len] = '\0';
-}
-
 /* What the run loop tracks. */
 struct child {
     struct kfw *w;
@@ -63,10 +35,10 @@ struct child {
     struct kf_log_ctx lc;
     pid_t pid;
     int out_fd, err_fd;
-    struct outbuf out, err_line;
-    char tail[TAIL_MAX]; /* the last non-progress stderr lines */
-    int64_t kill_at;     /* when SIGKILL follows the SIGINT; 0: not killing */
-    bool lost;           /* a progress event found the fence gone */
+    struct kf_buf out, err_line; /* the child's output as it arrives */
+    char tail[TAIL_MAX];         /* the last non-progress stderr lines */
+    int64_t kill_at;             /* when SIGKILL follows the SIGINT; 0: not killing */
+    bool lost;                   /* a progress event found the fence gone */
 };
 
 static void tail_add(struct child *c, const char *line) {
@@ -125,21 +97,21 @@ static bool drain(struct child *c, int fd) {
     if (n == 0)
         return false;
     if (fd == c->out_fd) {
-        ob_add(&c->out, buf, (size_t)n);
+        kf_buf_append(&c->out, buf, (size_t)n); /* out of memory: lost; the verdict check says so */
         if (c->out.len > OUT_MAX)
-            ob_drop_front(&c->out, OUT_MAX / 2);
+            kf_buf_keep_tail(&c->out, OUT_MAX / 2);
         return true;
     }
     for (ssize_t i = 0; i < n; i++) {
         if (buf[i] == '\n' || c->err_line.len >= LINE_MAX_) {
-            ob_add(&c->err_line, "", 0);
+            kf_buf_append(&c->err_line, "", 0);
             if (c->err_line.data)
                 on_stderr_line(c, c->err_line.data);
             c->err_line.len = 0;
             if (buf[i] == '\n')
                 continue;
         }
-        ob_add(&c->err_line, &buf[i], 1);
+        kf_buf_append(&c->err_line, &buf[i], 1);
     }
     return true;
 }
@@ -346,7 +318,7 @@ static void build_argv(struct kfw *w, const struct kfw_job *job, const char *for
 }
 
 /* The verdict from the last non-empty stdout line; NULL when it is not a JSON object. */
-static json_t *last_json_line(struct outbuf *out) {
+static json_t *last_json_line(struct kf_buf *out) {
     if (out->data == NULL)
         return NULL;
     size_t end = out->len;
@@ -466,8 +438,8 @@ out:
     if (run->outcome == KFW_INFRA)
         kf_log(&c.lc, KF_LOG_WARN, "infrastructure failure: %s", run->reason);
     kfw_ws_remove(dir);
-    free(c.out.data);
-    free(c.err_line.data);
+    kf_buf_free(&c.out);
+    kf_buf_free(&c.err_line);
     free(source);
     free(format);
     json_decref(files);

@@ -18,6 +18,7 @@
 
 #include <hiredis.h>
 
+#include "buf.h"
 #include "config.h"
 #include "db.h"
 #include "jspec.h"
@@ -379,6 +380,21 @@ static void test_util(struct t *t) {
     ok("util");
 }
 
+static void test_buf(struct t *t) {
+    struct kf_buf b = {0};
+    CHECK(t, kf_buf_append(&b, "", 0) && b.data && b.data[0] == '\0', "empty append");
+    char big[5000];
+    memset(big, 'x', sizeof(big));
+    CHECK(t, kf_buf_append(&b, "ab", 2) && kf_buf_append(&b, big, sizeof(big)), "grow");
+    CHECK(t, b.len == 5002 && b.cap >= 5003 && b.data[5002] == '\0', "len %zu", b.len);
+    CHECK(t, memcmp(b.data, "abx", 3) == 0, "content");
+    kf_buf_keep_tail(&b, 3);
+    CHECK(t, b.len == 3 && strcmp(b.data, "xxx") == 0, "tail %s", b.data);
+    kf_buf_free(&b);
+    CHECK(t, b.data == NULL && b.len == 0 && b.cap == 0, "freed");
+    ok("buf");
+}
+
 static int run_unit(void) {
     struct t t = {0};
     test_config_defaults(&t);
@@ -391,6 +407,7 @@ static int run_unit(void) {
     test_jspec_body(&t);
     test_jspec_nested(&t);
     test_util(&t);
+    test_buf(&t);
     printf("checks %d fails %d\n", t.checks, t.fails);
     return t.fails == 0 ? 0 : 1;
 }

@@ -152,7 +152,7 @@ def oks(out: str) -> set[str]:
 
 def test_unit() -> None:
     out = run_mode("unit")
-    expected = {"config_defaults", "config_table", "config_env", "log", "errors", "util"}
+    expected = {"config_defaults", "config_table", "config_env", "log", "errors", "util", "buf"}
     expected |= {"jspec_good", "jspec_bad", "jspec_body", "jspec_nested"}
     assert expected <= oks(out), out
 
