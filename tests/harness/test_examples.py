@@ -48,6 +48,7 @@ def test_cuda_example(harness, name):
     v = _check(harness, name, "cuda", "--budget", "1.0", "--no-compile")
     assert v["env"]["gpu"] and v["timing"]["method"] == "cuda_events"
     assert v["timing"]["verified_reps"] >= 2
+    assert v["transfer"] == "device", v.get("transfer")  # tensors crossed as device arenas
 
 
 JAILED_CUDA = ["softmax_rows", "matmul", "conv_bn_relu"]
@@ -62,3 +63,4 @@ def test_cuda_example_in_jail(harness, name):
         pytest.skip("build/kforge-jail is not built")
     v = _check(harness, name, "cuda", "--budget", "0.5", "--no-compile", "--jail", str(jail), "--gpu", "0")
     assert v["env"]["gpu"]
+    assert v["transfer"] == "device", v.get("transfer")  # the arenas' descriptors crossed the jail

@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the runner gets")
     ev.add_argument("--progress", action="store_true", help='{"progress": PHASE} lines on stderr')
     ev.add_argument(
-        "--gpu-lock", help="a file to flock exclusively from the end of the build on (one per GPU)"
+        "--gpu-lock",
+        default=os.environ.get("KFORGE_GPU_LOCK") or None,
+        help="a file to flock exclusively from the end of the build on (one per GPU; default $KFORGE_GPU_LOCK)",
     )
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
 
@@ -77,7 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     ct.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
     ct.add_argument("--min-ms", type=float)
     ct.add_argument("--max-ms", type=float)
-    ct.add_argument("--gpu-lock", help="a file to flock exclusively while the task is timed")
+    ct.add_argument(
+        "--gpu-lock",
+        default=os.environ.get("KFORGE_GPU_LOCK") or None,
+        help="a file to flock exclusively while the task is timed (default $KFORGE_GPU_LOCK)",
+    )
 
     ins = sub.add_parser("inspect", help="the module's computation graph")
     ins.add_argument("--task", required=True)

@@ -11,6 +11,7 @@ import os
 import random
 import secrets
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, build, compare, inputs, jailwrap, timing, wire
+from kforge_harness import REWARD_VERSION, baseline, build, compare, devshare, inputs, jailwrap, timing, wire
 from kforge_harness.candidate import CandidateError, detect
 from kforge_harness.envinfo import env_info
 from kforge_harness.gpulock import GpuLock
@@ -27,6 +28,7 @@ from kforge_harness.proc import RunnerDied, RunnerProcess, make_undumpable
 from kforge_harness.reward import reward
 from kforge_harness.scan import scan_candidate_sources
 from kforge_harness.task import Task, TaskError, load_task
+from kforge_harness.transport import Transport
 
 # Timed calls whose outputs are verified after timing, chosen at random, plus the last.
 VERIFIED_REPS = 8
@@ -170,11 +172,17 @@ class Evaluation:
             base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
         self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=base)
         self.runner: RunnerProcess | None = None
+        self.transport = Transport(self.xfer)
+        self.dev_listener: socket.socket | None = None
         self.lock = GpuLock(opts.gpu_lock) if opts.gpu_lock else None
         self.secret = opts.seed if opts.seed is not None else secrets.randbits(62)
         make_undumpable()
 
     def close(self) -> None:
+        self.transport.release()
+        for s in (self.transport.sock, self.dev_listener):
+            if s is not None:
+                s.close()
         if self.runner is not None:
             self.runner.close()
             self.v.r["runner_log"] = self.runner.log()
@@ -191,7 +199,10 @@ class Evaluation:
 
     def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         assert self.runner is not None
-        reply = self.runner.request(msg, timeout)
+        try:
+            reply = self.runner.request(msg, timeout)
+        finally:
+            self.transport.release()  # the runner copied what it was sent (or is gone)
         for f in reply.get("flags", []) or []:
             if isinstance(f, str) and len(f) < 64:
                 self.v.flag(f)
@@ -248,12 +259,6 @@ class Evaluation:
         if self.lock is not None:
             # the build ran beside other jobs; from here on the GPU is this job's alone
             self.v.r["gpu_lock_wait_s"] = round(self.lock.acquire(), 3)
-        init_seed = self._seed("init")
-        try:
-            ref_model, init_args = make_reference(task, device, init_seed)
-        except Exception as e:  # noqa: BLE001 - the task's constructor may raise anything
-            return self.v.finish("infra_error", f"task: Model() raised {type(e).__name__}: {e}")
-
         env = dict(os.environ)
         env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["KFORGE_BACKEND"] = o.backend
@@ -276,6 +281,11 @@ class Evaluation:
             tail += ["--lib", b.lib]
         if b.ext_dir:
             tail += ["--ext-dir", b.ext_dir]
+        if device.type == "cuda" and devshare.available():
+            self.dev_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.dev_listener.bind(os.path.join(self.xfer, "dev.sock"))
+            self.dev_listener.listen(1)
+            tail += ["--dev-sock", os.path.join(self.xfer, "dev.sock")]
         mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
         wrap: list[str] | None = None
         if o.jail:
@@ -288,6 +298,12 @@ class Evaluation:
             gpu = o.gpu if o.gpu is not None or o.backend != "cuda" else 0
             wrap = jailwrap.run_prefix(o.jail, self.xfer, readable, inner, gpu, mem, lifetime)
         self.runner = RunnerProcess(tail, env, self.xfer, mem, wrap)
+        # the reference is built while the runner starts (Python, PyTorch, the CUDA context)
+        init_seed = self._seed("init")
+        try:
+            ref_model, init_args = make_reference(task, device, init_seed)
+        except Exception as e:  # noqa: BLE001 - the task's constructor may raise anything
+            return self.v.finish("infra_error", f"task: Model() raised {type(e).__name__}: {e}")
 
         try:
             return self._judge(task, device, ref_model, init_args, init_seed)
@@ -307,6 +323,29 @@ class Evaluation:
             self.v.flag("channel_tamper")
             return self.v.finish("rejected", str(e))
 
+    def _connect_devshare(self, timeout: float) -> None:
+        """Takes the runner's device-channel connection and proves it with a probe arena; on any
+        failure the evaluation goes on with files (``transport.sock`` stays None)."""
+        assert self.runner is not None and self.dev_listener is not None
+        try:
+            conn = self.runner.accept(self.dev_listener, timeout)
+        except wire.ChannelTimeout:
+            self.v.r["transfer"] = "files (the runner did not connect its device channel)"
+            return
+        self.transport.sock = conn
+        probe = devshare.probe_tensor(self.secret)
+        arenas: list[dict[str, int]] = []
+        enc = self.transport.encode("probe_", probe.cuda(), [0], arenas)
+        reply = self._request(
+            {"cmd": "devprobe", "probe": enc, "arenas": arenas, "sum": int(probe.sum())}, timeout
+        )
+        if reply.get("dev") is True and arenas:
+            self.v.r["transfer"] = "device"
+        else:
+            self.transport.sock = None
+            conn.close()
+            self.v.r["transfer"] = f"files ({str(reply.get('error', 'device probe failed'))[:200]})"
+
     def _judge(
         self,
         task: Task,
@@ -316,18 +355,22 @@ class Evaluation:
         init_seed: int,
     ) -> dict[str, Any]:
         o = self.opts
+        t0 = time.monotonic()
+        if self.dev_listener is not None:
+            self._connect_devshare(o.init_timeout)
         counter = [0]
         state = ref_model.state_dict()
         names = list(state.keys())
+        arenas: list[dict[str, int]] = []
         msg = {
             "cmd": "init",
             "seed": init_seed,
             "allow_tf32": task.allow_tf32,
-            "init_args": wire.encode_value(self.xfer, "init_", init_args, counter),
-            "state": wire.encode_value(self.xfer, "state_", [state[n] for n in names], counter),
+            "init_args": self.transport.encode("init_", init_args, counter, arenas),
+            "state": self.transport.encode("state_", [state[n] for n in names], counter, arenas),
             "state_names": [[n, list(state[n].shape)] for n in names],
+            "arenas": arenas,
         }
-        t0 = time.monotonic()
         reply = self._request(msg, o.init_timeout)
         wire.clear(self.xfer)
         self.v.r["build"]["init_seconds"] = round(time.monotonic() - t0, 3)
@@ -364,10 +407,12 @@ class Evaluation:
             args = inputs.draw(task, kind, self._seed(f"check:{kind}"), device)
             check: dict[str, Any] = {"kind": kind}
             counter = [0]
+            arenas: list[dict[str, int]] = []
             msg = {
                 "cmd": "run",
-                "inputs": wire.encode_value(self.xfer, f"in_{kind}_", args, counter),
+                "inputs": self.transport.encode(f"in_{kind}_", args, counter, arenas),
                 "reuse": kind == "same_buffers",
+                "arenas": arenas,
             }
             t0 = time.monotonic()
             reply = self._request(msg, o.run_timeout)
@@ -386,7 +431,9 @@ class Evaluation:
                 continue
             limit = 2 * inputs.nbytes(ref) + (1 << 20)
             try:
-                out = wire.decode_value(self.xfer, reply.get("outputs"), max_bytes=limit, device=device)
+                (out,) = self.transport.decode_all(
+                    reply, [reply.get("outputs")], max_bytes=limit, device=device
+                )
             except wire.ChannelError as e:
                 check.update({"pass": False, "reason": f"unreadable outputs: {e}"})
                 self.v.r["checks"].append(check)
@@ -422,7 +469,8 @@ class Evaluation:
         scales = [rng.uniform(0.5, 2.0) for _ in range(pol.max_reps)]
         fp_seed = self._seed("fingerprint") % (1 << 31)
         counter = [0]
-        enc = [wire.encode_value(self.xfer, f"t{i}_", s, counter) for i, s in enumerate(sets)]
+        arenas: list[dict[str, int]] = []
+        enc = [self.transport.encode(f"t{i}_", s, counter, arenas) for i, s in enumerate(sets)]
         policy = {
             "budget_s": pol.budget_s,
             "min_reps": pol.min_reps,
@@ -438,6 +486,7 @@ class Evaluation:
             "policy": policy,
             "scales": scales,
             "fingerprint_seed": fp_seed,
+            "arenas": arenas,
         }
         reply = self._request(msg, o.run_timeout + 10 * pol.budget_s)
         wall = time.monotonic() - t0

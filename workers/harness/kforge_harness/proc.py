@@ -7,6 +7,7 @@ import resource
 import secrets
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -191,6 +192,23 @@ class RunnerProcess:
         if pong.get("pong") is not True:
             raise wire.ChannelTampered("the ping after a reply was not answered in order")
         return reply
+
+    def accept(self, listener: socket.socket, timeout: float) -> socket.socket:
+        """The runner's connection to ``listener`` (the devshare socket). Raises ChannelTimeout
+        when it does not connect in time, RunnerDied when it exits first."""
+        deadline = time.monotonic() + timeout
+        listener.settimeout(0.25)
+        while True:
+            try:
+                conn, _ = listener.accept()
+                conn.settimeout(None)
+                return conn
+            except TimeoutError:
+                pass
+            if self.proc.poll() is not None:
+                raise self._death("the runner exited")
+            if time.monotonic() > deadline:
+                raise wire.ChannelTimeout("the runner did not connect its device channel")
 
     def _death(self, why: str) -> RunnerDied:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import socket
 import sys
 import time
 import traceback
@@ -23,8 +24,9 @@ _SLEEP = time.sleep
 
 import torch  # noqa: E402
 
+from kforge_harness import devshare, timing, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
-from kforge_harness import timing, wire  # noqa: E402
+from kforge_harness.transport import Transport  # noqa: E402
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,7 +62,8 @@ PROFILE_ALLOWED = guardmod.ALLOWED_OPS | {
 class Runner:
     """State of one runner process: the candidate's model, its device and the guards."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, dev_sock: socket.socket | None = None) -> None:
+        self.transport = Transport(args.xfer, dev_sock)
         self.in_forward = False
         self.foreign: list[str] = []
         self._shadow_numpy_escapes()
@@ -136,10 +139,9 @@ class Runner:
             if klass.__name__ == "Model" or klass.__module__ in ("kforge_task", "model", "reference"):
                 flags.append("inherits_reference")
                 break
-        init_args = wire.decode_value(self.args.xfer, msg["init_args"])
+        init_args, state = self.transport.decode_all(msg, [msg["init_args"], msg["state"]])
         torch.manual_seed(int(msg["seed"]))
         model = cls(*init_args)
-        state = wire.decode_value(self.args.xfer, msg["state"])
         names = [n for n, _ in msg.get("state_names", [])]
         if names:
             mine = model.state_dict()
@@ -178,7 +180,7 @@ class Runner:
         return out, flags
 
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:
-        fresh = wire.decode_value(self.args.xfer, msg["inputs"], device=self.device)
+        (fresh,) = self.transport.decode_all(msg, [msg["inputs"]], device=self.device)
         if msg.get("reuse") and self.last_inputs is not None:
             old = self.last_inputs
             if len(old) == len(fresh) and all(
@@ -273,12 +275,24 @@ class Runner:
         flags += self._check_outputs(inputs, snap, out)
         if self._late_writes(out, out_snap, min(0.2, 0.01 + 2 * elapsed)):
             flags.append("background_work")
-        counter = [0]
-        enc = wire.encode_value(self.args.xfer, f"out{msg['seq']}_", _plain(out_snap), counter)
-        return {"outputs": enc, "flags": sorted(set(flags))}
+        counter, arenas = [0], []
+        enc = self.transport.encode(f"out{msg['seq']}_", _plain(out_snap), counter, arenas)
+        return {"outputs": enc, "arenas": arenas, "flags": sorted(set(flags))}
+
+    def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Imports the judge's probe arena and checks its bytes: the device channel works."""
+        try:
+            (probe,) = self.transport.decode_all(msg, [msg["probe"]])
+            ok = probe.is_cuda and int(probe.sum()) == msg.get("sum")
+        except (wire.ChannelError, devshare.DevShareError, RuntimeError, OSError) as e:
+            self.transport.sock = None
+            return {"dev": False, "error": f"{type(e).__name__}: {e}"}
+        if not ok:
+            self.transport.sock = None
+        return {"dev": bool(ok)}
 
     def time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        sets = [wire.decode_value(self.args.xfer, s, device=self.device) for s in msg["input_sets"]]
+        sets = self.transport.decode_all(msg, list(msg["input_sets"]), device=self.device)
         policy = timing.Policy(**msg.get("policy", {}))
         scales = [float(x) for x in msg["scales"]]
         flags: list[str] = []
@@ -314,6 +328,18 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+def warm_up() -> None:
+    """Pays the one-time costs of the CUDA context and of the profiler's first session (seconds
+    on an H200) before the first command, while the judge is busy; nothing of the candidate's
+    has been imported yet."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.zeros(16, device="cuda")
+    with profile(activities=[ProfilerActivity.CPU]):
+        x.add_(1)
+    torch.cuda.synchronize()
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="kforge_harness.runner")
     p.add_argument("--cmd-fifo", required=True)
@@ -324,11 +350,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--backend", required=True, choices=["cuda", "cpu"])
     p.add_argument("--lib")
     p.add_argument("--ext-dir")
+    p.add_argument("--dev-sock", help="the judge's Unix socket for device arenas (cuda)")
     args = p.parse_args(argv)
-    runner = Runner(args)
+    dev_sock = None
+    if args.dev_sock and args.backend == "cuda":
+        dev_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            dev_sock.connect(args.dev_sock)
+        except OSError:
+            dev_sock.close()
+            dev_sock = None
+    runner = Runner(args, dev_sock)
+    if args.backend == "cuda":
+        warm_up()  # while the judge builds its reference: the context, the profiler's first use
     cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
     reply_fd = os.open(args.reply_fifo, os.O_WRONLY | os.O_CLOEXEC)
-    handlers = {"init": runner.init, "run": runner.run, "time": runner.time, "ping": lambda m: {"pong": True}}
+    handlers = {
+        "init": runner.init,
+        "run": runner.run,
+        "time": runner.time,
+        "devprobe": runner.devprobe,
+        "ping": lambda m: {"pong": True},
+    }
     while True:
         try:
             msg = wire.recv(cmd_fd)
@@ -337,6 +380,8 @@ def main(argv: list[str]) -> int:
         kind = msg.get("cmd")
         if kind == "exit":
             return 0
+        if kind != "ping":
+            runner.transport.release()  # the judge has copied the last reply's arena by now
         handler = handlers.get(kind)
         try:
             reply = handler(msg) if handler else {"error": f"unknown command {kind!r}"}
