@@ -45,6 +45,11 @@ bool kf_db_ok(const struct kf_db *db);
  * KF_DB_RETRY, rolls back and runs fn again, up to max_tries times with a short random
  * backoff. Returns 0 committed, -1 failed (kf_db_error/sqlstate say why). */
 #define KF_DB_RETRY 1
+
+/* The advisory lock key under which episodes.export_seq is drawn: whoever finishes an episode
+ * takes pg_advisory_xact_lock(KF_EXPORT_LOCK_KEY) in that transaction before nextval, so that
+ * export_seq follows commit order (server/export_get.h says why GET /v1/export needs it). */
+#define KF_EXPORT_LOCK_KEY 8127346001LL
 typedef int (*kf_db_tx_fn)(struct kf_db *db, void *arg);
 int kf_db_tx(struct kf_db *db, kf_db_tx_fn fn, void *arg, int max_tries);
 

@@ -4,6 +4,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <stdlib.h>
+
+#include "episode_sql.h"
 #include "server.h"
 #include "sql.h"
 #include "util.h"
@@ -28,6 +31,14 @@ int kf_srv_pools_init(struct kf_server *srv) {
         return -1;
     srv->db = NULL;
     srv->db_retry_ms = 0;
+    size_t n1 = 0, n2 = 0;
+    const struct kf_stmt *t1 = kf_sql_stmts(&n1), *t2 = kf_episode_sql_stmts(&n2);
+    srv->stmts = calloc(n1 + n2, sizeof *srv->stmts);
+    if (!srv->stmts)
+        return -1;
+    memcpy(srv->stmts, t1, n1 * sizeof *t1);
+    memcpy(srv->stmts + n1, t2, n2 * sizeof *t2);
+    srv->n_stmts = n1 + n2;
     return 0;
 }
 
@@ -40,6 +51,8 @@ void kf_srv_pools_free(struct kf_server *srv) {
     if (srv->db)
         kf_db_pool_close(srv->db);
     pthread_mutex_destroy(&srv->db_lock);
+    free(srv->stmts);
+    srv->stmts = NULL;
 }
 
 static struct kf_db_pool *db_pool(struct kf_server *srv) {
@@ -50,10 +63,8 @@ static struct kf_db_pool *db_pool(struct kf_server *srv) {
     pool = srv->db;
     if (!pool && kf_now_ms() >= srv->db_retry_ms) {
         char err[256];
-        size_t n = 0;
-        const struct kf_stmt *stmts = kf_sql_stmts(&n);
-        pool = kf_db_pool_open(srv->cfg->database_url, stmts, n, (int)srv->cfg->db_pool, err,
-                               sizeof err);
+        pool = kf_db_pool_open(srv->cfg->database_url, srv->stmts, srv->n_stmts,
+                               (int)srv->cfg->db_pool, err, sizeof err);
         if (pool)
             __atomic_store_n(&srv->db, pool, __ATOMIC_RELEASE);
         else {

@@ -1,7 +1,10 @@
 /* routes.c: every route of the API, in one table. */
 #include "routes.h"
+#include "candidate_get.h"
+#include "episode_get.h"
 #include "evaluation_get.h"
 #include "evaluations_post.h"
+#include "export_get.h"
 #include "healthz_get.h"
 #include "job_cancel_post.h"
 #include "job_events_get.h"
@@ -21,6 +24,10 @@ static const struct kf_route routes[] = {
     {"GET", "/v1/jobs/{id}", kf_job_get, KF_RT_READ},
     {"POST", "/v1/jobs/{id}/cancel", kf_job_cancel_post, KF_RT_WRITE},
     {"GET", "/v1/jobs/{id}/events", kf_job_events_get, KF_RT_READ},
+    {"GET", "/v1/episodes/{id}", kf_episode_get, KF_RT_READ},
+    {"GET", "/v1/candidates/{id}", kf_candidate_get, KF_RT_READ},
+    {"GET", "/v1/candidates/{id}/download", kf_candidate_download_get, KF_RT_READ},
+    {"GET", "/v1/export", kf_export_get, KF_RT_READ},
     {"GET", "/healthz", kf_healthz_get, 0},
     {"GET", "/readyz", kf_readyz_get, 0},
     {"GET", "/metrics", kf_metrics_get, 0},

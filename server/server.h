@@ -43,6 +43,9 @@ struct kf_server {
     pthread_mutex_t db_lock; /* guards db and db_retry_ms (the pool opens lazily) */
     struct kf_db_pool *db;
     int64_t db_retry_ms;
+    struct kf_stmt
+        *stmts; /* owned: sql.c's table then episode_sql.c's, prepared on each connection */
+    size_t n_stmts;
     struct kf_qpool q;
     struct kf_metrics *metrics;
     struct kf_park *park;
