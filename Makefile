@@ -48,6 +48,7 @@ bench: build
 	@bash sandbox/bench_startup.sh
 	@$(PY) bench/harness_bench.py
 	@bash bench/service_bench.sh
+	@$(PY) bench/episode_bench.py
 
 bundle: build
 	@bash scripts/bundle.sh

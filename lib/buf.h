@@ -15,6 +15,10 @@ struct kf_buf {
  * buffer as it was, when memory ran out. */
 bool kf_buf_append(struct kf_buf *b, const void *p, size_t n);
 
+/* Appends printf-style text (without its NUL). Returns false, leaving the buffer as it was,
+ * when memory ran out. */
+bool kf_buf_printf(struct kf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Keeps only the last `keep` bytes. */
 void kf_buf_keep_tail(struct kf_buf *b, size_t keep);
 

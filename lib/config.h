@@ -11,35 +11,38 @@ enum kf_cfg_type { KF_CFG_STR, KF_CFG_INT, KF_CFG_BOOL, KF_CFG_DOUBLE };
 
 /* The settings. Strings point into storage owned by the struct (kf_config_free frees it). */
 struct kf_config {
-    char *database_url;    /* KFORGE_DATABASE_URL, libpq conninfo or URI */
-    char *redis_url;       /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
-    char *listen_host;     /* KFORGE_LISTEN_HOST (server) */
-    long port;             /* KFORGE_PORT; 0 picks a free port (printed at start) */
-    long threads;          /* KFORGE_THREADS: server worker threads */
-    long db_pool;          /* KFORGE_DB_POOL: server database connections */
-    long max_body_bytes;   /* KFORGE_MAX_BODY_BYTES */
-    long max_files;        /* KFORGE_MAX_FILES: files per candidate */
-    long max_file_bytes;   /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
-    long max_source_bytes; /* KFORGE_MAX_SOURCE_BYTES: a task's source */
-    long rate_limit;       /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
-    bool public_reads;     /* KFORGE_PUBLIC_READS: GETs without a key */
-    long wait_max_s;       /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
-    long max_streams;      /* KFORGE_MAX_STREAMS: open server-sent event streams */
-    char *web_dir;         /* KFORGE_WEB_DIR: static files served under / */
-    char *default_backend; /* KFORGE_DEFAULT_BACKEND: cuda or cpu (tasks' check jobs) */
-    char *gpu_class;       /* KFORGE_GPU_CLASS: the class a cuda worker serves, e.g. h200 */
-    long gpu;              /* KFORGE_GPU: the worker's GPU index; -1 = cpu backend */
-    char *worker_name;     /* KFORGE_WORKER_NAME: consumer name (default host:pid) */
-    long lease_s;          /* KFORGE_LEASE_S: a claim's lease */
-    long heartbeat_s;      /* KFORGE_HEARTBEAT_S */
-    long max_attempts;     /* KFORGE_MAX_ATTEMPTS: infrastructure failures before dead-letter */
-    long reconcile_s;      /* KFORGE_RECONCILE_S: the reconciler's period */
-    long job_timeout_s;    /* KFORGE_JOB_TIMEOUT_S: wall clock of one harness run */
-    char *python;          /* KFORGE_PYTHON: the interpreter with PyTorch for the harness */
-    char *harness_dir;     /* KFORGE_HARNESS_DIR: the folder holding kforge_harness/ */
-    char *jail;            /* KFORGE_JAIL: kforge-jail binary; empty = no jail (logged) */
-    char *var_dir;         /* KFORGE_VAR: workspaces, logs, the local stack's data */
-    char *log_level;       /* KFORGE_LOG_LEVEL: debug, info, warn, error */
+    char *database_url;      /* KFORGE_DATABASE_URL, libpq conninfo or URI */
+    char *redis_url;         /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
+    char *listen_host;       /* KFORGE_LISTEN_HOST (server) */
+    long port;               /* KFORGE_PORT; 0 picks a free port (printed at start) */
+    long threads;            /* KFORGE_THREADS: server worker threads */
+    long db_pool;            /* KFORGE_DB_POOL: server database connections */
+    long max_body_bytes;     /* KFORGE_MAX_BODY_BYTES */
+    long max_files;          /* KFORGE_MAX_FILES: files per candidate */
+    long max_file_bytes;     /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
+    long max_source_bytes;   /* KFORGE_MAX_SOURCE_BYTES: a task's source */
+    long rate_limit;         /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
+    bool public_reads;       /* KFORGE_PUBLIC_READS: GETs without a key */
+    long wait_max_s;         /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
+    long max_streams;        /* KFORGE_MAX_STREAMS: open server-sent event streams */
+    char *web_dir;           /* KFORGE_WEB_DIR: static files served under / */
+    char *default_backend;   /* KFORGE_DEFAULT_BACKEND: cuda or cpu (tasks' check jobs) */
+    char *gpu_class;         /* KFORGE_GPU_CLASS: the class a cuda worker serves, e.g. h200 */
+    long gpu;                /* KFORGE_GPU: the worker's GPU index; -1 = cpu backend */
+    char *worker_name;       /* KFORGE_WORKER_NAME: consumer name (default host:pid) */
+    long lease_s;            /* KFORGE_LEASE_S: a claim's lease */
+    long heartbeat_s;        /* KFORGE_HEARTBEAT_S */
+    long max_attempts;       /* KFORGE_MAX_ATTEMPTS: infrastructure failures before dead-letter */
+    long reconcile_s;        /* KFORGE_RECONCILE_S: the reconciler's period */
+    long job_timeout_s;      /* KFORGE_JOB_TIMEOUT_S: wall clock of one harness run */
+    double policy_timeout_s; /* KFORGE_POLICY_TIMEOUT_S: one request to an openai policy */
+    long policy_retries;     /* KFORGE_POLICY_RETRIES: after 429, 5xx, timeouts, bad bodies */
+    double policy_backoff_s; /* KFORGE_POLICY_BACKOFF_S: the first back-off, then doubled */
+    char *python;            /* KFORGE_PYTHON: the interpreter with PyTorch for the harness */
+    char *harness_dir;       /* KFORGE_HARNESS_DIR: the folder holding kforge_harness/ */
+    char *jail;              /* KFORGE_JAIL: kforge-jail binary; empty = no jail (logged) */
+    char *var_dir;           /* KFORGE_VAR: workspaces, logs, the local stack's data */
+    char *log_level;         /* KFORGE_LOG_LEVEL: debug, info, warn, error */
 };
 
 struct kf_cfg_def {

@@ -33,7 +33,7 @@ CREATE TABLE episodes (
     best_candidate_id uuid REFERENCES candidates (id),
     final_verdict jsonb,
     final_reward  integer,
-    reward_version integer,
+    reward_version text,
     speedup_vs_eager   double precision,
     speedup_vs_compile double precision,
     device        text,

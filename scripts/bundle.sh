@@ -47,9 +47,9 @@ find "$b/libexec" "$b/pg" "$b/redis" -type f \( -perm -u+x -o -name '*.so*' \) -
     if ! echo "$name" | grep -Eq "$skip"; then cp -Ln "$path" "$b/lib/$name"; fi
   done
 
-# the harness (without caches), migrations, openapi, web, examples
+# the harness (without caches), the prompts, migrations, openapi, web, examples
 mkdir -p "$b/share"
-for d in workers/harness migrations openapi web examples; do
+for d in workers/harness workers/prompts migrations openapi web examples; do
   [ -d "$d" ] || continue
   mkdir -p "$b/share/$d"
   (cd "$d" && tar cf - --exclude=__pycache__ --exclude='*.pyc' .) | (cd "$b/share/$d" && tar xf -)

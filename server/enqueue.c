@@ -81,3 +81,24 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
     PQclear(res);
     return 0;
 }
+
+int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_id, bool *missing,
+                    bool *invalid) {
+    *missing = *invalid = false;
+    if (t) {
+        int rc = kf_task_upsert(db, t);
+        if (rc != 0)
+            return rc;
+        *task_id = t->id;
+        *invalid = strcmp(t->status, "invalid") == 0;
+    } else {
+        const char *p[] = {*task_id};
+        PGresult *res = kf_db_exec(db, "task_status", 1, p);
+        if (!res)
+            return kf_tx_fail(db);
+        *missing = PQntuples(res) != 1;
+        *invalid = !*missing && strcmp(PQgetvalue(res, 0, 0), "invalid") == 0;
+        PQclear(res);
+    }
+    return *missing || *invalid ? -1 : 0;
+}

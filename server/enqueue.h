@@ -1,7 +1,8 @@
 /* enqueue.h: writing jobs as lib/README.md's protocol says: the job row and its `queued` event
  * inside the caller's kf_db_tx transaction, the XADD after COMMIT (a failed XADD leaves the
  * row queued for the reconciler). Also the creation of a task (deduplicated by the SHA-256 of
- * its source) with its check_task job, shared by POST /v1/tasks and POST /v1/evaluations. */
+ * its source) with its check_task job, shared by POST /v1/tasks, POST /v1/evaluations and
+ * POST /v1/optimize. */
 #ifndef KF_SERVER_ENQUEUE_H
 #define KF_SERVER_ENQUEUE_H
 
@@ -33,6 +34,14 @@ struct kf_new_task {
 /* Inside a transaction: inserts the task unless one with the same sha256 exists, and then its
  * check_task job. Same returns as kf_job_insert. */
 int kf_task_upsert(struct kf_db *db, struct kf_new_task *t);
+
+/* Inside a transaction: the task a write names, inline or by id (POST /v1/evaluations and
+ * POST /v1/optimize). With t non-NULL, upserts t (kf_task_upsert) and points *task_id at
+ * t->id; else looks up the stored *task_id. Sets *missing (no such task) and *invalid (its
+ * status is invalid; a task still checking is fine). Returns 0, -1 (also when missing or
+ * invalid) or KF_DB_RETRY. *task_id stays borrowed (from t or from the caller). */
+int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_id, bool *missing,
+                    bool *invalid);
 
 /* A failed statement's return for kf_db_tx: KF_DB_RETRY when retryable, else -1. */
 int kf_tx_fail(struct kf_db *db);

@@ -131,23 +131,10 @@ static bool files_ok(struct kf_req *r, struct eval_in *in) {
 static int tx(struct kf_db *db, void *arg) {
     struct eval_in *in = arg;
     const char *task_id = in->task_id;
-    if (in->has_task) {
-        int rc = kf_task_upsert(db, &in->task);
-        if (rc != 0)
-            return rc;
-        task_id = in->task.id;
-        in->task_invalid = strcmp(in->task.status, "invalid") == 0;
-    } else {
-        const char *p[] = {task_id};
-        PGresult *res = kf_db_exec(db, "task_status", 1, p);
-        if (!res)
-            return kf_tx_fail(db);
-        in->task_missing = PQntuples(res) != 1;
-        in->task_invalid = !in->task_missing && strcmp(PQgetvalue(res, 0, 0), "invalid") == 0;
-        PQclear(res);
-    }
-    if (in->task_missing || in->task_invalid)
-        return -1;
+    int rc = kf_task_resolve(db, in->has_task ? &in->task : NULL, &task_id, &in->task_missing,
+                             &in->task_invalid);
+    if (rc != 0)
+        return rc;
     if (kf_uuid_new(in->cand_id) != 0 || kf_uuid_new(in->eval_id) != 0)
         return -1;
     const char *c[] = {in->cand_id, task_id, in->format, in->files_text, in->cand_sha};
@@ -165,7 +152,7 @@ static int tx(struct kf_db *db, void *arg) {
     in->job.backend = in->backend;
     in->job.task_id = task_id;
     in->job.payload = payload;
-    int rc = payload ? kf_job_insert(db, &in->job) : -1;
+    rc = payload ? kf_job_insert(db, &in->job) : -1;
     free(payload);
     in->job.payload = NULL;
     if (rc != 0)

@@ -10,6 +10,7 @@
 #include "job_events_get.h"
 #include "job_get.h"
 #include "metrics_get.h"
+#include "optimize_post.h"
 #include "readyz_get.h"
 #include "task_get.h"
 #include "tasks_get.h"
@@ -21,6 +22,7 @@ static const struct kf_route routes[] = {
     {"GET", "/v1/tasks/{id}", kf_task_get, KF_RT_READ},
     {"POST", "/v1/evaluations", kf_evaluations_post, KF_RT_BODY | KF_RT_WRITE},
     {"GET", "/v1/evaluations/{id}", kf_evaluation_get, KF_RT_READ},
+    {"POST", "/v1/optimize", kf_optimize_post, KF_RT_BODY | KF_RT_WRITE},
     {"GET", "/v1/jobs/{id}", kf_job_get, KF_RT_READ},
     {"POST", "/v1/jobs/{id}/cancel", kf_job_cancel_post, KF_RT_WRITE},
     {"GET", "/v1/jobs/{id}/events", kf_job_events_get, KF_RT_READ},

@@ -69,6 +69,12 @@ static const struct kf_stmt stmts[] = {
     {"evaluation_pair",
      "SELECT json_build_object('evaluation', json_build_object(" EVAL_FIELDS "), 'job', " JOB_JSON
      ")::text, " FINISHED " FROM evaluations e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1"},
+    {"episode_insert", "INSERT INTO episodes (id, job_id, task_id, backend, policy, policy_config,"
+                       " limits) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb)"},
+    /* POST /v1/optimize's reply: {"job", "episode": {"id", "status"}} of an episode */
+    {"optimize_pair", "SELECT json_build_object('job', " JOB_JSON ", 'episode',"
+                      " json_build_object('id', e.id, 'status', e.status))::text"
+                      " FROM episodes e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1"},
     {"job_cancel_queued", "UPDATE jobs SET status = 'cancelled', finished_at = now(),"
                           " updated_at = now() WHERE id = $1 AND status = 'queued' RETURNING id"},
     {"job_cancel_running", "UPDATE jobs SET cancel_requested = true, updated_at = now()"

@@ -88,6 +88,24 @@ static int result_fn(struct kf_db *db, void *arg) {
         goto out;
     }
     const char *status = json_string_value(json_object_get(v, "status"));
+    if (strcmp(job->kind, "optimize") == 0) {
+        /* v is the episode's summary (episode_run.c); export_seq is drawn under the lock */
+        char key[24];
+        snprintf(key, sizeof(key), "%lld", (long long)KF_EXPORT_LOCK_KEY);
+        const char *lk[] = {key};
+        if ((r = exec(db, "export_lock", 1, lk, &rc)) == NULL)
+            goto out;
+        PQclear(r);
+        const char *e[] = {job->id, text, device};
+        if ((r = exec(db, "episode_finish", 3, e, &rc)) == NULL)
+            goto out;
+        PQclear(r);
+        rc = event(db, job->id, "done",
+                   json_pack("{s:s, s:O?, s:O?}", "status", "succeeded", "result",
+                             json_object_get(v, "end_reason"), "reward",
+                             json_object_get(v, "final_reward")));
+        goto out;
+    }
     if (strcmp(job->kind, "evaluate") == 0) {
         const char *e[] = {job->id, text, device};
         if ((r = exec(db, "eval_done", 3, e, &rc)) == NULL)
@@ -124,6 +142,18 @@ out:
     return rc;
 }
 
+/* The episode of an optimize job follows its job (other kinds have none: no row changes). */
+static int episode_follows(struct fin *f, struct kf_db *db, const char *status) {
+    if (strcmp(f->job->kind, "optimize") != 0)
+        return 0;
+    const char *p[] = {f->job->id, status, f->run->reason};
+    int rc = 0;
+    PGresult *r = exec(db, "episode_status", 3, p, &rc);
+    if (r)
+        PQclear(r);
+    return rc;
+}
+
 static int infra_fn(struct kf_db *db, void *arg) {
     struct fin *f = arg;
     f->dead = f->job->attempt >= f->w->cfg.max_attempts;
@@ -135,6 +165,8 @@ static int infra_fn(struct kf_db *db, void *arg) {
     free(text);
     if (rc != 0 || f->lost)
         return f->lost ? -1 : rc;
+    if ((rc = episode_follows(f, db, f->dead ? "failed" : "queued")) != 0)
+        return rc;
     if (f->dead)
         return event(db, f->job->id, "done",
                      json_pack("{s:s, s:s}", "status", "dead", "error", f->run->reason));
@@ -148,6 +180,8 @@ static int cancel_fn(struct kf_db *db, void *arg) {
     int rc = fenced(f, db, "cancelled", NULL);
     if (rc != 0 || f->lost)
         return f->lost ? -1 : rc;
+    if ((rc = episode_follows(f, db, "cancelled")) != 0)
+        return rc;
     if ((rc = event(db, f->job->id, "cancelled", json_object())) != 0)
         return rc;
     return event(db, f->job->id, "done", json_pack("{s:s}", "status", "cancelled"));
@@ -158,6 +192,8 @@ static int handback_fn(struct kf_db *db, void *arg) {
     int rc = fenced(f, db, "requeue", NULL);
     if (rc != 0 || f->lost)
         return f->lost ? -1 : rc;
+    if ((rc = episode_follows(f, db, "queued")) != 0)
+        return rc;
     return event(db, f->job->id, "retry",
                  json_pack("{s:I, s:s}", "attempt", (json_int_t)f->job->attempt, "reason",
                            "the worker stopped"));

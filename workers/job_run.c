@@ -200,10 +200,11 @@ fail0:
     return -1;
 }
 
-/* Supervises the child until it exits; returns its wait status, sets *why for early ends. */
-static int supervise(struct child *c, enum kfw_outcome *why) {
+/* Supervises the child until it exits or timeout_ms passed; returns its wait status, sets *why
+ * for early ends. */
+static int supervise(struct child *c, int64_t timeout_ms, enum kfw_outcome *why) {
     struct kfw *w = c->w;
-    int64_t deadline = kf_now_ms() + w->cfg.job_timeout_s * 1000;
+    int64_t deadline = kf_now_ms() + timeout_ms;
     int64_t stop_at = w->stopping ? kf_now_ms() + STOP_GRACE_MS : 0;
     bool out_open = true, err_open = true;
     *why = KFW_RESULT;
@@ -395,11 +396,44 @@ static int load_inputs(struct kfw *w, const struct kfw_job *job, char **source, 
     return 0;
 }
 
-void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) {
+void kfw_harness_exec(struct kfw *w, const struct kfw_job *job, const char *const *argv,
+                      const char *cwd, int64_t timeout_ms, struct kfw_run *run) {
     memset(run, 0, sizeof(*run));
     run->outcome = KFW_INFRA;
     struct child c = {.w = w, .job = job, .lc = w->log, .pid = -1, .out_fd = -1, .err_fd = -1};
     c.lc.job_id = job->id;
+    if (spawn(&c, (char *const *)argv, cwd, run->reason, sizeof(run->reason)) != 0)
+        goto out;
+    kf_log(&c.lc, KF_LOG_INFO, "harness started pid=%d: %s", (int)c.pid, argv[3]);
+    int64_t t0 = kf_now_ms();
+    enum kfw_outcome why;
+    int status = supervise(&c, timeout_ms, &why);
+    close(c.out_fd);
+    close(c.err_fd);
+    if (c.err_line.len > 0)
+        on_stderr_line(&c, c.err_line.data);
+    kf_log(&c.lc, KF_LOG_INFO, "harness ended status=%d after %lld ms", status,
+           (long long)(kf_now_ms() - t0));
+    if (why == KFW_RESULT) {
+        classify(&c, status, run);
+    } else {
+        run->outcome = why;
+        snprintf(run->reason, sizeof(run->reason), "%s",
+                 why == KFW_INFRA       ? "timeout: the harness ran past its time limit"
+                 : why == KFW_HANDBACK  ? "the worker stopped"
+                 : why == KFW_CANCELLED ? "cancel requested"
+                                        : "the job was taken over or cancelled");
+    }
+out:
+    kf_buf_free(&c.out);
+    kf_buf_free(&c.err_line);
+}
+
+void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) {
+    memset(run, 0, sizeof(*run));
+    run->outcome = KFW_INFRA;
+    struct kf_log_ctx lc = w->log;
+    lc.job_id = job->id;
     char *source = NULL, *format = NULL;
     json_t *files = NULL;
     char dir[4096];
@@ -412,34 +446,11 @@ void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) 
     const char *argv[32];
     char store[5][512];
     build_argv(w, job, format, files, argv, store);
-    if (spawn(&c, (char *const *)argv, dir, run->reason, sizeof(run->reason)) != 0)
-        goto out;
-    kf_log(&c.lc, KF_LOG_INFO, "harness started pid=%d: %s", (int)c.pid, argv[3]);
-    int64_t t0 = kf_now_ms();
-    enum kfw_outcome why;
-    int status = supervise(&c, &why);
-    close(c.out_fd);
-    close(c.err_fd);
-    if (c.err_line.len > 0)
-        on_stderr_line(&c, c.err_line.data);
-    kf_log(&c.lc, KF_LOG_INFO, "harness ended status=%d after %lld ms", status,
-           (long long)(kf_now_ms() - t0));
-    if (why == KFW_RESULT) {
-        classify(&c, status, run);
-    } else {
-        run->outcome = why;
-        snprintf(run->reason, sizeof(run->reason), "%s",
-                 why == KFW_INFRA       ? "timeout: job_timeout_s passed"
-                 : why == KFW_HANDBACK  ? "the worker stopped"
-                 : why == KFW_CANCELLED ? "cancel requested"
-                                        : "the job was taken over or cancelled");
-    }
+    kfw_harness_exec(w, job, argv, dir, w->cfg.job_timeout_s * 1000, run);
 out:
     if (run->outcome == KFW_INFRA)
-        kf_log(&c.lc, KF_LOG_WARN, "infrastructure failure: %s", run->reason);
+        kf_log(&lc, KF_LOG_WARN, "infrastructure failure: %s", run->reason);
     kfw_ws_remove(dir);
-    kf_buf_free(&c.out);
-    kf_buf_free(&c.err_line);
     free(source);
     free(format);
     json_decref(files);

@@ -51,7 +51,7 @@ struct kfw_job {
     char id[40];
     char entry[KF_STREAM_ID_MAX]; /* the stream entry to acknowledge */
     long attempt;
-    char kind[16]; /* check_task or evaluate */
+    char kind[16]; /* check_task, evaluate or optimize */
     char backend[8];
     char task_id[40];
     json_t *payload; /* jobs.payload */
@@ -98,6 +98,15 @@ void kfw_job_free(struct kfw_job *job);
  * into events, until it ends, times out, is cancelled, loses the fence or the worker stops.
  * Fills *run (run->verdict owned by the caller). */
 void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run);
+
+/* job_run.c: runs one harness command line (argv[0] the Python, argv[3] the subcommand) in cwd
+ * as kfw_job_run does (progress lines -> the job's events; cancel, lost fence, stop and
+ * timeout_ms end it early). Fills *run; run->verdict (owned by the caller) on KFW_RESULT. */
+void kfw_harness_exec(struct kfw *w, const struct kfw_job *job, const char *const *argv,
+                      const char *cwd, int64_t timeout_ms, struct kfw_run *run);
+
+/* episode_run.c: the agent episode of an optimize job (episode.h). */
+void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run);
 
 /* job_finish.c: writes the outcome under the fence (with retries while the database is
  * unreachable) and acknowledges the stream entry. */

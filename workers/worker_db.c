@@ -60,6 +60,53 @@ static const struct kf_stmt stmts[] = {
     {"cancelled", "UPDATE jobs SET status = 'cancelled', finished_at = now(),"
                   " lease_owner = NULL, lease_expires = NULL, updated_at = now()"
                   " WHERE " FENCE},
+    /* episodes (episode_*.c) */
+    {"episode_load", "SELECT e.id, e.task_id, e.policy, e.policy_config::text, e.limits::text,"
+                     " t.source, t.name, j.payload::text FROM episodes e"
+                     " JOIN tasks t ON t.id = e.task_id JOIN jobs j ON j.id = e.job_id"
+                     " WHERE e.job_id = $1::uuid"},
+    /* a new attempt starts cleanly: the old attempt's turns go */
+    {"episode_start", "WITH ok AS (SELECT 1 FROM jobs WHERE " FENCE "),"
+                      " d AS (DELETE FROM turns WHERE episode_id = $3::uuid"
+                      " AND EXISTS (SELECT 1 FROM ok))"
+                      " UPDATE episodes SET status = 'running', attempt = $2::int,"
+                      " started_at = now(), n_turns = 0, prompt_tokens = 0,"
+                      " completion_tokens = 0, gpu_seconds = 0, best_candidate_id = NULL,"
+                      " final_verdict = NULL, final_reward = NULL, end_reason = NULL,"
+                      " prompt = $4::jsonb, tools = $5::jsonb"
+                      " WHERE id = $3::uuid AND EXISTS (SELECT 1 FROM ok)"},
+    {"turn_insert", "WITH ok AS (SELECT 1 FROM jobs WHERE " FENCE "),"
+                    " t AS (INSERT INTO turns (episode_id, idx, assistant, tool_results,"
+                    " finish_reason, rewards, malformed, prompt_token_ids, completion_token_ids,"
+                    " logprobs, prompt_tokens, completion_tokens, policy_ms, tools_ms,"
+                    " overhead_ms) SELECT $3::uuid, $4::int, $5::jsonb, $6::jsonb, $7,"
+                    " $8::jsonb, $9::bool, $10::jsonb, $11::jsonb, $12::jsonb, $13::int,"
+                    " $14::int, $15::float8, $16::float8, $17::float8 FROM ok RETURNING idx)"
+                    " UPDATE episodes SET n_turns = $4::int + 1, prompt_tokens = $18::bigint,"
+                    " completion_tokens = $19::bigint, gpu_seconds = $20::float8,"
+                    " best_candidate_id = $21::uuid"
+                    " WHERE id = $3::uuid AND EXISTS (SELECT 1 FROM t)"},
+    {"cand_insert", "INSERT INTO candidates (id, task_id, format, files, sha256)"
+                    " VALUES ($1::uuid, $2::uuid, 'native', $3::jsonb, $4)"},
+    /* inside the finishing transaction: export_seq in commit order (lib/db.h) */
+    {"export_lock", "SELECT pg_advisory_xact_lock($1::bigint)"},
+    {"episode_finish", "UPDATE episodes SET status = 'finished',"
+                       " end_reason = $2::jsonb->>'end_reason',"
+                       " final_verdict = $2::jsonb->'final_verdict',"
+                       " final_reward = ($2::jsonb->>'final_reward')::int,"
+                       " reward_version = $2::jsonb->>'reward_version',"
+                       " speedup_vs_eager = ($2::jsonb->>'speedup_vs_eager')::float8,"
+                       " speedup_vs_compile = ($2::jsonb->>'speedup_vs_compile')::float8,"
+                       " best_candidate_id = ($2::jsonb->>'best_candidate_id')::uuid,"
+                       " env = $2::jsonb->'env', device = $3,"
+                       " gpu_seconds = ($2::jsonb->>'gpu_seconds')::float8,"
+                       " n_turns = ($2::jsonb->>'n_turns')::int, finished_at = now(),"
+                       " export_seq = nextval('episodes_export_seq') WHERE job_id = $1::uuid"},
+    /* the episode follows its job: queued again (retry, hand-back), failed (dead), cancelled */
+    {"episode_status", "UPDATE episodes SET status = $2,"
+                       " finished_at = CASE WHEN $2 IN ('failed', 'cancelled') THEN now() END,"
+                       " end_reason = CASE WHEN $2 IN ('failed', 'cancelled') THEN $3"
+                       " ELSE end_reason END WHERE job_id = $1::uuid"},
     {"job_state", "SELECT status, attempt FROM jobs WHERE id = $1::uuid"},
     {"try_lock", "SELECT pg_try_advisory_lock($1::bigint)"},
     {"unlock", "SELECT pg_advisory_unlock($1::bigint)"},

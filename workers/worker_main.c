@@ -7,6 +7,8 @@
  * taking jobs; a running job may finish within ~10 s, else it is handed back (queued again). */
 #include "worker.h"
 
+#include <curl/curl.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -153,7 +155,10 @@ static void main_loop(struct kfw *w) {
             run.outcome = KFW_HANDBACK;
             snprintf(run.reason, sizeof(run.reason), "the worker stopped");
         } else {
-            kfw_job_run(w, &job, &run);
+            if (strcmp(job.kind, "optimize") == 0)
+                kfw_episode_run(w, &job, &run);
+            else
+                kfw_job_run(w, &job, &run);
         }
         kfw_job_finish(w, &job, &run);
         set_active(w, NULL);
@@ -168,6 +173,7 @@ int main(int argc, char **argv) {
     struct kfw w;
     memset(&w, 0, sizeof(w));
     char err[256];
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread: the policy's HTTP client */
     if (kf_config_load(&w.cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "kforge-worker: %s\n", err);
         return 2;

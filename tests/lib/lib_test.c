@@ -73,6 +73,8 @@ static void test_config_defaults(struct t *t) {
     CHECK(t, strcmp(c.jail, "build/kforge-jail") == 0 && strcmp(c.var_dir, "var") == 0, "%s",
           c.jail);
     CHECK(t, strcmp(c.log_level, "info") == 0, "%s", c.log_level);
+    CHECK(t, c.policy_timeout_s == 300 && c.policy_retries == 4 && c.policy_backoff_s == 1,
+          "%g %ld %g", c.policy_timeout_s, c.policy_retries, c.policy_backoff_s);
     kf_config_free(&c);
     ok("config_defaults");
 }
@@ -80,7 +82,7 @@ static void test_config_defaults(struct t *t) {
 static void test_config_table(struct t *t) {
     size_t n = 0;
     const struct kf_cfg_def *d = kf_config_table(&n);
-    CHECK(t, n == 29, "%zu settings", n);
+    CHECK(t, n == 32, "%zu settings", n);
     size_t covered = 0;
     for (size_t i = 0; i < n; i++) {
         CHECK(t, d[i].env != NULL && strncmp(d[i].env, "KFORGE_", 7) == 0, "%s", d[i].name);
@@ -392,6 +394,11 @@ static void test_buf(struct t *t) {
     CHECK(t, b.len == 3 && strcmp(b.data, "xxx") == 0, "tail %s", b.data);
     kf_buf_free(&b);
     CHECK(t, b.data == NULL && b.len == 0 && b.cap == 0, "freed");
+    CHECK(t, kf_buf_printf(&b, "%s=%d;", "k", 7) && strcmp(b.data, "k=7;") == 0, "printf %s",
+          b.data);
+    CHECK(t, kf_buf_printf(&b, "%.*s", 3000, big) && b.len == 3004 && b.data[3003] == 'x',
+          "long printf %zu", b.len); /* past the 512-byte fast path */
+    kf_buf_free(&b);
     ok("buf");
 }
 

@@ -158,7 +158,7 @@ def add_episode(
         f" {lit({'gpu': 'cpu', 'torch': '2.x'})}, {len(turns)}, {4 * len(turns)}, {3 * len(turns)}, 1.5,"
         f" {sql_text(best_candidate_id)}::uuid,"
         f" {lit({'status': 'ok', 'reward': reward}) if reward is not None else 'NULL'},"
-        f" {'NULL' if reward is None else reward}, 1, 1.8, 1.2, 'cpu', now())",
+        f" {'NULL' if reward is None else reward}, 'cuda-agent-v1', 1.8, 1.2, 'cpu', now())",
     ]
     for i, t in enumerate(turns):
         cols = ", ".join(t)

@@ -45,7 +45,7 @@ def test_episode_with_turns(stack: Stack) -> None:
     assert e["best_candidate_id"] == cand
     assert e["result"] == {
         "reward": 3,
-        "reward_version": 1,
+        "reward_version": "cuda-agent-v1",
         "speedup_vs_eager": 1.8,
         "speedup_vs_compile": 1.2,
         "device": "cpu",

@@ -102,7 +102,7 @@ def test_trajectory_record(stack: Stack) -> None:
             assert got[key] == want[key], key
     assert rec["final"] == {
         "reward": 3,
-        "reward_version": 1,
+        "reward_version": "cuda-agent-v1",
         "speedup_vs_eager": 1.8,
         "speedup_vs_compile": 1.2,
         "device": "cpu",

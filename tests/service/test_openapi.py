@@ -26,6 +26,11 @@ CONTRACT_ROUTES = {
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("post", "/v1/optimize"),
+    ("get", "/v1/episodes/{}"),
+    ("get", "/v1/candidates/{}"),
+    ("get", "/v1/candidates/{}/download"),
+    ("get", "/v1/export"),
 }
 MAX_EXAMPLES = 15
 

@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("KFORGE_GPU_LOCK") or None,
         help="a file to flock exclusively from the end of the build on (one per GPU; default $KFORGE_GPU_LOCK)",
     )
+    ev.add_argument(
+        "--phase",
+        choices=["build", "verify", "full"],
+        default="full",
+        help="stop after the build, or after the correctness trials (no timing, reward null); default full",
+    )
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
@@ -84,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("KFORGE_GPU_LOCK") or None,
         help="a file to flock exclusively while the task is timed (default $KFORGE_GPU_LOCK)",
     )
+
+    pr = sub.add_parser("profile-reference", help="baseline times and the graph of a task (no candidate)")
+    pr.add_argument("--task", required=True)
+    pr.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    pr.add_argument("--budget", type=float, default=1.0)
+    pr.add_argument("--no-compile", action="store_true")
+    pr.add_argument("--gpu-lock", default=os.environ.get("KFORGE_GPU_LOCK") or None)
 
     ins = sub.add_parser("inspect", help="the module's computation graph")
     ins.add_argument("--task", required=True)
@@ -112,6 +125,7 @@ def main(argv: list[str]) -> int:
                 gpu=args.gpu,
                 progress=args.progress,
                 gpu_lock=args.gpu_lock,
+                phase=args.phase,
             )
             emit(evaluate(args.task, args.candidate, opts))
         elif args.cmd == "baseline":
@@ -130,6 +144,21 @@ def main(argv: list[str]) -> int:
             if lock is not None:
                 lock.acquire()
             emit(check_task(args.task, args.backend, window))
+        elif args.cmd == "profile-reference":
+            from kforge_harness.baseline_cmd import run_baseline
+            from kforge_harness.inspect_graph import inspect_task
+
+            lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
+            if lock is not None:
+                lock.acquire()
+            emit(
+                {
+                    "baseline": run_baseline(
+                        args.task, args.backend, True, args.budget, with_compile=not args.no_compile
+                    ),
+                    "graph": inspect_task(args.task, args.backend),
+                }
+            )
         elif args.cmd == "inspect":
             from kforge_harness.inspect_graph import inspect_task
             from kforge_harness.task import TaskError

@@ -89,6 +89,7 @@ class Options:
     gpu: int | None = None
     progress: bool = False
     gpu_lock: str | None = None
+    phase: str = "full"  # build | verify | full: where the evaluation stops
 
 
 class Verdict:
@@ -124,8 +125,10 @@ class Verdict:
         self.r["status"] = status
         if message:
             self.r["message"] = message
-        self.r["correct"] = status == "ok"
+        self.r["correct"] = status == "ok" and self.r.get("phase", "full") != "build"
         self.r["reward"] = reward(status, self.r["speedup_vs_eager"], self.r["speedup_vs_compile"])
+        if status == "ok" and self.r.get("phase", "full") != "full":
+            self.r["reward"] = None  # not timed: no reward yet
         return self.r
 
 
@@ -255,6 +258,12 @@ class Evaluation:
             return self.v.finish("compile_error", str(e))
         self.v.r["build"] = b.as_json()
         self.v.flag(*b.flags)
+        if o.phase != "full":
+            self.v.r["phase"] = o.phase
+        if o.phase == "build":
+            if any(f in REJECTING for f in self.v.r["flags"]):
+                return self.v.finish("rejected", "a hack or irregularity was detected")
+            return self.v.finish("ok", "built (not run: phase build)")
 
         if self.lock is not None:
             # the build ran beside other jobs; from here on the GPU is this job's alone
@@ -390,6 +399,8 @@ class Evaluation:
         if any(f in REJECTING for f in self.v.r["flags"]):
             return self.v.finish("rejected", "a hack or irregularity was detected")
         self.v.r["correct"] = True
+        if o.phase == "verify":
+            return self.v.finish("ok", "correct on every trial (not timed: phase verify)")
         self._progress("timing")
         err = self._timing(task, device, ref_model)
         if err:
