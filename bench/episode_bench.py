@@ -31,30 +31,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
 from fakellm.server import start_fake_llm  # noqa: E402
+from run_examples import http_json as http  # noqa: E402
 
 FINISHED = {"succeeded", "failed", "cancelled", "dead"}
-
-
-def http(method: str, url: str, body: Any = None, key: str = "", timeout: float = 60) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if key:
-        req.add_header("Authorization", f"Bearer {key}")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
 
 
 def up(kforge: str, var: Path, backend: str, slots: int) -> tuple[str, str]:

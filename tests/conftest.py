@@ -85,3 +85,21 @@ def harness(kforge_cache: Path):
         return p.returncode, data, p.stderr
 
     return run
+
+
+@pytest.fixture()
+def fake():
+    """start(script) -> the handle of a running tests/fakellm (a scripted OpenAI-compatible
+    server); every one started is closed after the test."""
+    from fakellm.server import start_fake_llm
+
+    handles = []
+
+    def start(script: Any):
+        _, handle = start_fake_llm(script)
+        handles.append(handle)
+        return handle
+
+    yield start
+    for h in handles:
+        h.close()

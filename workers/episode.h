@@ -38,28 +38,29 @@ struct kfw_episode {
     char id[37];
     char task_id[37];
     char att[24];
-    char policy[16];          /* openai or expert */
-    json_t *policy_config;    /* owned */
-    json_t *options;          /* owned: budget_s, no_compile */
+    char policy[16];       /* openai or expert */
+    json_t *policy_config; /* owned */
+    json_t *options;       /* owned: budget_s, no_compile */
     struct kfw_limits lim;
-    char *source;             /* owned: the task's source */
+    char *source; /* owned: the task's source */
     char task_name[256];
-    char ws[4096];            /* the agent's workspace: model.py (read-only), model_new.py, kernels/ */
-    char judge_dir[4096];     /* the judge's copy: task.py and candidate/ (rewritten per call) */
-    json_t *messages;         /* owned: the conversation, OpenAI format */
-    json_t *tools;            /* owned: the tool definitions offered */
+    char ws[4096];        /* the agent's workspace: model.py (read-only), model_new.py, kernels/ */
+    char judge_dir[4096]; /* the judge's copy: task.py and candidate/ (rewritten per call) */
+    json_t *messages;     /* owned: the conversation, OpenAI format */
+    json_t *tools;        /* owned: the tool definitions offered */
     struct kf_openai_cfg ocfg;
     const char *const *readonly;
-    int64_t t0_ms;            /* the episode's start */
-    double gpu_s;             /* the judge's time so far (minus waits for the GPU lock) */
+    int64_t t0_ms; /* the episode's start */
+    double gpu_s;  /* the judge's time so far (minus waits for the GPU lock) */
     long prompt_tokens, completion_tokens, context_tokens;
     int n_turns;
     struct kfw_best best;
-    json_t *env;              /* owned: the judge's env of the last verdict */
+    json_t *env;             /* owned: the judge's env of the last verdict */
+    char reward_version[32]; /* of the last verdict ("" before any) */
     char end_reason[48];
     char end_detail[512];
     bool submitted;
-    enum kfw_outcome stop;    /* KFW_RESULT unless cancelled, lost or handed back */
+    enum kfw_outcome stop; /* KFW_RESULT unless cancelled, lost or handed back */
     char stop_reason[512];
 };
 

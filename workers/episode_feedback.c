@@ -68,8 +68,7 @@ static void reference_text(struct kf_buf *b, const json_t *v) {
     const json_t *base = json_object_get(v, "baseline");
     kf_buf_printf(b, "no model_new.py yet: the reference alone\n");
     if (json_is_string(json_object_get(base, "error")))
-        kf_buf_printf(b, "baseline error: %s\n",
-                      json_string_value(json_object_get(base, "error")));
+        kf_buf_printf(b, "baseline error: %s\n", json_string_value(json_object_get(base, "error")));
     ms_line(b, "eager", json_object_get(base, "eager"));
     ms_line(b, "compile", json_object_get(base, "compile"));
     const char *ce = json_string_value(json_object_get(base, "compile_error"));

@@ -130,7 +130,9 @@ static void files_sha(json_t *files, char out[65]) {
     void *tmp;
     const char **names = calloc(json_object_size(files) + 1, sizeof(*names));
     size_t n = 0;
-    json_object_foreach_safe(files, tmp, key, val) names[n++] = key;
+    json_object_foreach_safe(files, tmp, key, val) {
+        names[n++] = key;
+    }
     for (size_t i = 1; i < n; i++)
         for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
             const char *t = names[j];
@@ -215,8 +217,8 @@ static void judge_argv(struct kfw_episode *ep, const char *phase, bool reference
 }
 
 /* Runs the harness in the judge's folder; the verdict (owned) or NULL with text in err. */
-static json_t *run_harness(struct kfw_episode *ep, json_t *files, const char *phase,
-                           bool reference, char *err, size_t errlen) {
+static json_t *run_harness(struct kfw_episode *ep, json_t *files, const char *phase, bool reference,
+                           char *err, size_t errlen) {
     if (kfw_ws_create(ep->judge_dir, ep->source, files, err, errlen) != 0)
         return NULL;
     const char *argv[40];
@@ -233,6 +235,9 @@ static json_t *run_harness(struct kfw_episode *ep, json_t *files, const char *ph
     if (run.outcome == KFW_RESULT) {
         json_t *wait = json_object_get(run.verdict, "gpu_lock_wait_s");
         ep->gpu_s += wall - (json_is_number(wait) ? json_number_value(wait) : 0.0);
+        const char *rv = json_string_value(json_object_get(run.verdict, "reward_version"));
+        if (rv)
+            snprintf(ep->reward_version, sizeof(ep->reward_version), "%s", rv);
         json_t *env = json_object_get(run.verdict, "env");
         if (json_is_object(env)) {
             json_decref(ep->env);
@@ -252,17 +257,16 @@ static json_t *run_harness(struct kfw_episode *ep, json_t *files, const char *ph
 static json_t *component(const char *tool, const char *call_id, const json_t *v,
                          const char *cand_id) {
     json_t *t = json_object_get(v, "timing");
-    return json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s?}",
-                     "tool", tool, "tool_call_id", call_id, "status", json_object_get(v, "status"),
-                     "correct", json_object_get(v, "correct"), "reward",
-                     json_object_get(v, "reward"), "speedup_vs_eager",
-                     json_object_get(v, "speedup_vs_eager"), "speedup_vs_compile",
-                     json_object_get(v, "speedup_vs_compile"), "candidate_ms",
-                     json_object_get(json_object_get(t, "candidate"), "median_ms"), "eager_ms",
-                     json_object_get(json_object_get(t, "eager"), "median_ms"), "compile_ms",
-                     json_object_get(json_object_get(t, "compile"), "median_ms"), "flags",
-                     json_object_get(v, "flags"), "candidate_id",
-                     cand_id && cand_id[0] ? cand_id : NULL);
+    return json_pack(
+        "{s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s?}", "tool", tool,
+        "tool_call_id", call_id, "status", json_object_get(v, "status"), "correct",
+        json_object_get(v, "correct"), "reward", json_object_get(v, "reward"), "speedup_vs_eager",
+        json_object_get(v, "speedup_vs_eager"), "speedup_vs_compile",
+        json_object_get(v, "speedup_vs_compile"), "candidate_ms",
+        json_object_get(json_object_get(t, "candidate"), "median_ms"), "eager_ms",
+        json_object_get(json_object_get(t, "eager"), "median_ms"), "compile_ms",
+        json_object_get(json_object_get(t, "compile"), "median_ms"), "flags",
+        json_object_get(v, "flags"), "candidate_id", cand_id && cand_id[0] ? cand_id : NULL);
 }
 
 /* A correct candidate: stored; the best when faster (a timed one beats an untimed one). */
@@ -275,7 +279,8 @@ static void consider(struct kfw_episode *ep, json_t *files, const json_t *v, cha
     if (ep->best.candidate_id[0]) {
         bool timed = speed > 0.0, best_timed = ep->best.speedup > 0.0;
         if (best_timed && (!timed || speed <= ep->best.speedup))
-            return; /* slower, or untimed: a timed best stays; an untimed best yields to the latest */
+            return; /* slower, or untimed: a timed best stays; an untimed best yields to the latest
+                     */
     }
     snprintf(ep->best.candidate_id, sizeof(ep->best.candidate_id), "%s", cand_id);
     json_decref(ep->best.files);
@@ -291,8 +296,7 @@ static char *text_of(const char *fmt, const char *arg) {
     return t;
 }
 
-char *kfw_judge_run(struct kfw_episode *ep, const char *name, const char *call_id,
-                    json_t **comp) {
+char *kfw_judge_run(struct kfw_episode *ep, const char *name, const char *call_id, json_t **comp) {
     *comp = NULL;
     char err[600];
     json_t *files = snapshot(ep, err, sizeof(err));

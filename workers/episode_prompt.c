@@ -73,18 +73,18 @@ json_t *kfw_prompt_tools(void) {
     json_t *tools = kf_tool_definitions();
     if (tools == NULL)
         return NULL;
-    json_array_append_new(
-        tools, judge_def("compile", "Build kernels/ into one shared library: ok, or the "
-                                    "compiler's diagnostics and static flags."));
+    json_array_append_new(tools,
+                          judge_def("compile", "Build kernels/ into one shared library: ok, or the "
+                                               "compiler's diagnostics and static flags."));
     json_array_append_new(
         tools, judge_def("verify", "Build if needed, then run the correctness trials on fresh "
                                    "secret inputs: status, each trial's result and errors, "
                                    "flags."));
     json_array_append_new(
-        tools, judge_def("profile",
-                         "Verify, then time the candidate against PyTorch eager and "
-                         "torch.compile: times, speedups, the reward it earns now. Before "
-                         "model_new.py exists: the reference's times and operator graph."));
+        tools,
+        judge_def("profile", "Verify, then time the candidate against PyTorch eager and "
+                             "torch.compile: times, speedups, the reward it earns now. Before "
+                             "model_new.py exists: the reference's times and operator graph."));
     json_array_append_new(
         tools, judge_def("submit", "Final evaluation of the current candidate; ends the "
                                    "episode. The best verified candidate is re-validated with "

@@ -173,8 +173,8 @@ static int fenced_exec(struct kfw_episode *ep, const char *stmt, int n, const ch
 }
 
 /* One tool call: its result text (owned) for the policy. */
-static char *run_call(struct kfw_episode *ep, const json_t *call, bool *malformed,
-                      json_t *rewards, int *infra) {
+static char *run_call(struct kfw_episode *ep, const json_t *call, bool *malformed, json_t *rewards,
+                      int *infra) {
     json_t *fn = json_object_get(call, "function");
     const char *name = json_string_value(json_object_get(fn, "name"));
     const char *args_text = json_string_value(json_object_get(fn, "arguments"));
@@ -229,7 +229,9 @@ static char *run_call(struct kfw_episode *ep, const json_t *call, bool *malforme
                      name ? name : "");
     }
     json_decref(args);
-    return text ? text : strdup("(no result: out of memory)");
+    if (text == NULL)
+        text = strdup("(no result: out of memory)");
+    return text; /* the caller frees it */
 }
 
 static char *dump(const json_t *j) {
@@ -286,8 +288,10 @@ static int store_turn(struct kfw_episode *ep, int idx, const struct kf_openai_re
     json_t *names = json_array();
     size_t i;
     json_t *call;
-    json_array_foreach(json_object_get(rep->message, "tool_calls"), i, call)
+    json_t *calls = json_object_get(rep->message, "tool_calls");
+    json_array_foreach(calls, i, call) {
         json_array_append(names, json_object_get(json_object_get(call, "function"), "name"));
+    }
     json_t *data = json_pack("{s:i, s:o, s:O, s:b, s:s?}", "idx", idx, "tools", names, "rewards",
                              rewards, "malformed", malformed, "finish_reason",
                              rep->finish_reason[0] ? rep->finish_reason : NULL);
@@ -324,7 +328,9 @@ static bool over_limits(struct kfw_episode *ep, int idx) {
 static long result_tokens(const json_t *results) {
     size_t i, bytes = 0;
     json_t *m;
-    json_array_foreach(results, i, m) bytes += json_string_length(json_object_get(m, "content"));
+    json_array_foreach(results, i, m) {
+        bytes += json_string_length(json_object_get(m, "content"));
+    }
     return (long)(bytes / 4);
 }
 
@@ -386,14 +392,15 @@ static void loop(struct kfw_episode *ep) {
             json_array_append_new(ep->messages, msg);
         }
         double post_ms = now_ms() - t_tools - tools_ms;
-        long ctx = rep.prompt_tokens > 0 ? rep.prompt_tokens + (rep.completion_tokens > 0 ? rep.completion_tokens : 0)
-                                         : ep->context_tokens;
+        long ctx = rep.prompt_tokens > 0
+                       ? rep.prompt_tokens + (rep.completion_tokens > 0 ? rep.completion_tokens : 0)
+                       : ep->context_tokens;
         ep->context_tokens = ctx + result_tokens(results);
         mark = now_ms(); /* this turn's insert and event count in the next turn's overhead */
-        int stored = ep->stop == KFW_RESULT ? store_turn(ep, idx, &rep, results, rewards, malformed,
-                                                         rep.seconds * 1000.0, tools_ms,
-                                                         pre_ms + post_ms)
-                                            : 0;
+        int stored = ep->stop == KFW_RESULT
+                         ? store_turn(ep, idx, &rep, results, rewards, malformed,
+                                      rep.seconds * 1000.0, tools_ms, pre_ms + post_ms)
+                         : 0;
         if (stored == 1)
             ep->n_turns = idx + 1;
         bool no_calls = json_array_size(calls) == 0;
@@ -445,14 +452,17 @@ static json_t *summary(struct kfw_episode *ep, json_t *final) {
         "completion_tokens", (json_int_t)ep->completion_tokens);
     if (s && !reward)
         json_object_set_new(s, "final_reward", json_integer(-1)); /* nothing correct survived */
+    if (s && !json_object_get(s, "reward_version") && ep->reward_version[0])
+        json_object_set_new(s, "reward_version", json_string(ep->reward_version));
     return s;
 }
 
 static void finish(struct kfw_episode *ep, struct kfw_run *run) {
     json_t *final = NULL;
     if (ep->stop == KFW_RESULT && ep->best.candidate_id[0]) {
-        int r = kfw_event(ep->w->db, ep->job->id, ep->job->attempt, "revalidating",
-                          json_pack("{s:s}", "candidate_id", ep->best.candidate_id));
+        json_t *data = json_pack("{s:s}", "candidate_id", ep->best.candidate_id);
+        int r = kfw_event(ep->w->db, ep->job->id, ep->job->attempt, "revalidating", data);
+        json_decref(data);
         if (r == 0) {
             ep->stop = KFW_LOST;
             snprintf(ep->stop_reason, sizeof(ep->stop_reason), "the job was taken over");
@@ -479,8 +489,8 @@ static void finish(struct kfw_episode *ep, struct kfw_run *run) {
 void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run) {
     memset(run, 0, sizeof(*run));
     run->outcome = KFW_INFRA;
-    struct kfw_episode ep = {.w = w, .job = job, .lc = w->log, .readonly = READONLY,
-                             .stop = KFW_RESULT};
+    struct kfw_episode ep = {
+        .w = w, .job = job, .lc = w->log, .readonly = READONLY, .stop = KFW_RESULT};
     ep.lc.job_id = job->id;
     snprintf(ep.att, sizeof(ep.att), "%ld", job->attempt);
     ep.t0_ms = kf_now_ms();
@@ -501,8 +511,7 @@ void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *r
     free(prompt);
     free(tools);
     if (started < 0) {
-        snprintf(run->reason, sizeof(run->reason), "starting the episode: %s",
-                 kf_db_error(w->db));
+        snprintf(run->reason, sizeof(run->reason), "starting the episode: %s", kf_db_error(w->db));
         goto out;
     }
     kf_log(&ep.lc, KF_LOG_INFO, "episode %s: policy %s, %ld turns at most", ep.id, ep.policy,

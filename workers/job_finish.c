@@ -239,6 +239,15 @@ void kfw_job_finish(struct kfw *w, const struct kfw_job *job, struct kfw_run *ru
         rc = kf_db_tx(w->db, fn, &f, 5);
         if (rc == 0 || f.lost)
             break;
+        const char *state = kf_db_sqlstate(w->db);
+        if (kf_db_ok(w->db) &&
+            (!strncmp(state, "22", 2) || !strncmp(state, "23", 2) || !strncmp(state, "42", 2))) {
+            /* a data or program error: trying again writes the same thing (a bug; the lease
+             * expires and the job is retried, then dead-lettered) */
+            kf_log(&lc, KF_LOG_ERROR, "finishing failed for good (SQLSTATE %s): %s", state,
+                   kf_db_error(w->db));
+            break;
+        }
         if (i % 10 == 0)
             kf_log(&lc, KF_LOG_WARN, "finishing failed, retrying: %s", kf_db_error(w->db));
         struct timespec s = {1, 0};

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakellm.server import Handle, start_fake_llm
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve()
@@ -30,21 +29,6 @@ def probe_path(name: str) -> Path:
     if not path.is_file():
         pytest.fail(f"{path} is missing: run `make build` (or make -C workers BUILD={BUILD}) first")
     return path
-
-
-@pytest.fixture()
-def fake() -> Iterator[Callable[[Any], Handle]]:
-    """start(script) -> a running fakellm's handle; every one started is closed after the test."""
-    handles: list[Handle] = []
-
-    def start(script: Any) -> Handle:
-        _, handle = start_fake_llm(script)
-        handles.append(handle)
-        return handle
-
-    yield start
-    for h in handles:
-        h.close()
 
 
 class Canned:

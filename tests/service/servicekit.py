@@ -27,7 +27,7 @@ from typing import Any
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
+BUILD = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve()  # another build: a sanitizer one
 SERVER = BUILD / "kforge-server"
 WORKER = BUILD / "kforge-worker"
 CLI = BUILD / "kforge"
@@ -53,7 +53,7 @@ JOB_DEADLINE_S = 240.0
 
 def missing_binaries() -> list[str]:
     """The programs of the service that are not built yet (relative to the repository)."""
-    return [str(p.relative_to(ROOT)) for p in (SERVER, WORKER, CLI, JAIL) if not os.access(p, os.X_OK)]
+    return [str(p) for p in (SERVER, WORKER, CLI, JAIL) if not os.access(p, os.X_OK)]
 
 
 def free_port() -> int:
@@ -438,6 +438,7 @@ class Stack:
             KFORGE_PYTHON=str(PYTHON),
             KFORGE_HARNESS_DIR=str(HARNESS_DIR),
             KFORGE_JAIL=str(JAIL),
+            KFORGE_MIGRATIONS=str(ROOT / "migrations"),
             KFORGE_LOG_LEVEL="debug",
         )
         for name, value in {**self.settings, **settings}.items():

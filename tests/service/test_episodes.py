@@ -9,12 +9,11 @@ import io
 import json
 import tarfile
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakellm.server import Handle, load_script, start_fake_llm
+from fakellm.server import Handle, load_script
 from servicekit import Process, Stack, example_task, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,20 +21,6 @@ GOOD = ROOT / "tests" / "fakellm" / "scripts" / "good_cpu_episode.json"
 FAST = {"budget_s": 0.2, "no_compile": True}
 # small retries so that an endpoint that stays down fails in seconds
 POLICY_SETTINGS = {"policy_retries": 1, "policy_backoff_s": 0.05, "policy_timeout_s": 3}
-
-
-@pytest.fixture()
-def llm() -> Iterator[Callable[[Any], Handle]]:
-    handles: list[Handle] = []
-
-    def start(script: Any) -> Handle:
-        _, h = start_fake_llm(script)
-        handles.append(h)
-        return h
-
-    yield start
-    for h in handles:
-        h.close()
 
 
 def unique_task(name: str = "gelu") -> str:
@@ -68,11 +53,11 @@ def tool_texts(ep: dict[str, Any]) -> list[str]:
     return [m["content"] for t in ep["turns"] for m in t["tool_results"]]
 
 
-def test_good_cpu_episode_earns_a_positive_reward(stack: Stack, workers, llm) -> None:
+def test_good_cpu_episode_earns_a_positive_reward(stack: Stack, workers, fake) -> None:
     """The scripted good episode: read, profile, write a kernel, compile, verify, profile, tune,
     submit; the best candidate is re-validated and counts."""
     script = load_script(str(GOOD))
-    h = llm(script)
+    h = fake(script)
     w = workers(**POLICY_SETTINGS)
     started = optimize(stack, h, unique_task(), policy={"return_token_ids": True, "logprobs": 2})
     assert started["job"]["kind"] == "optimize" and started["episode"]["status"] == "queued"
@@ -144,8 +129,8 @@ def test_good_cpu_episode_earns_a_positive_reward(stack: Stack, workers, llm) ->
     assert "candidate/model_new.py" in names and "candidate/kernels/gelu.cpp" in names
 
 
-def test_malformed_calls_are_answered_and_marked(stack: Stack, workers, llm) -> None:
-    h = llm(
+def test_malformed_calls_are_answered_and_marked(stack: Stack, workers, fake) -> None:
+    h = fake(
         [
             {"tool_calls": [{"name": "launch_missiles", "arguments": {}}]},
             {"fault": "malformed_tool_call", "name": "write_file", "arguments": '{"path": '},
@@ -167,8 +152,8 @@ def test_malformed_calls_are_answered_and_marked(stack: Stack, workers, llm) -> 
     assert ep["result"]["reward"] == -1  # nothing was ever verified
 
 
-def test_a_looping_policy_ends_at_max_turns(stack: Stack, workers, llm) -> None:
-    h = llm(
+def test_a_looping_policy_ends_at_max_turns(stack: Stack, workers, fake) -> None:
+    h = fake(
         {
             "turns": [{"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]}],
             "on_exhausted": "repeat",
@@ -180,8 +165,8 @@ def test_a_looping_policy_ends_at_max_turns(stack: Stack, workers, llm) -> None:
     assert ep["n_turns"] == 5 and len(h.requests()) == 5
 
 
-def test_the_reference_the_harness_and_the_network_stay_out_of_reach(stack: Stack, workers, llm) -> None:
-    h = llm(
+def test_the_reference_the_harness_and_the_network_stay_out_of_reach(stack: Stack, workers, fake) -> None:
+    h = fake(
         [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "model.py", "content": "x = 1\n"}}]},
             {
@@ -237,8 +222,8 @@ def test_the_reference_the_harness_and_the_network_stay_out_of_reach(stack: Stac
     assert t[6] == source  # the reference is untouched
 
 
-def test_long_tool_outputs_are_cut_with_a_note(stack: Stack, workers, llm) -> None:
-    h = llm(
+def test_long_tool_outputs_are_cut_with_a_note(stack: Stack, workers, fake) -> None:
+    h = fake(
         [
             {
                 "tool_calls": [
@@ -268,9 +253,9 @@ def test_long_tool_outputs_are_cut_with_a_note(stack: Stack, workers, llm) -> No
     ],
 )
 def test_an_endpoint_that_stays_down_ends_the_episode_typed(
-    stack: Stack, workers, llm, fault, reason
+    stack: Stack, workers, fake, fault, reason
 ) -> None:
-    h = llm({"turns": [fault], "on_exhausted": "repeat"})
+    h = fake({"turns": [fault], "on_exhausted": "repeat"})
     w = workers(**POLICY_SETTINGS)
     job, ep = finished(stack, optimize(stack, h, unique_task()), [w], deadline_s=120)
     assert job["status"] == "succeeded" and ep["status"] == "finished", (job, ep)
@@ -293,13 +278,13 @@ def test_unreachable_endpoint(stack: Stack, workers) -> None:
     assert ep["end_reason"] == "policy_unreachable", ep
 
 
-def test_cancel_between_turns(stack: Stack, workers, llm) -> None:
+def test_cancel_between_turns(stack: Stack, workers, fake) -> None:
     slow = {
         "fault": "sleep",
         "seconds": 1,
         "then": {"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]},
     }
-    h = llm({"turns": [slow], "on_exhausted": "repeat"})
+    h = fake({"turns": [slow], "on_exhausted": "repeat"})
     w = workers(**POLICY_SETTINGS)
     started = optimize(stack, h, unique_task())
     jid = started["job"]["id"]
@@ -316,7 +301,7 @@ def test_cancel_between_turns(stack: Stack, workers, llm) -> None:
     assert n >= 2 and len(h.requests()) <= n + 1  # it stopped asking
 
 
-def test_a_worker_killed_mid_episode_restarts_it_cleanly(stack: Stack, workers, llm) -> None:
+def test_a_worker_killed_mid_episode_restarts_it_cleanly(stack: Stack, workers, fake) -> None:
     """The episode restarts from its first turn on another worker (the workspace died with the
     first): the stored turns are the second attempt's, numbered from 0, none twice."""
     slow = {
@@ -324,7 +309,7 @@ def test_a_worker_killed_mid_episode_restarts_it_cleanly(stack: Stack, workers, 
         "seconds": 0.5,
         "then": {"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]},
     }
-    h = llm({"turns": [slow], "on_exhausted": "repeat"})
+    h = fake({"turns": [slow], "on_exhausted": "repeat"})
     a = workers(lease_s=3, heartbeat_s=1, **POLICY_SETTINGS)
     started = optimize(stack, h, unique_task(), limits={"max_turns": 8})
     eid = started["episode"]["id"]
