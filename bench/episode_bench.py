@@ -13,9 +13,10 @@ chosen backend) and a scripted OpenAI-compatible policy (tests/fakellm) per epis
 2. **Judge share with several episodes in flight**: --episodes episodes at once, each a slow
    policy (--policy-delay seconds per reply) that writes the example candidate of --task,
    then verifies, profiles twice and submits. Reported: the wall time from the first POST to
-   the last finish, the judge time of all episodes (``episodes.gpu_seconds``: harness wall time
-   minus waits for the GPU lock), and their ratio: the share of the wall time the device spent
-   verifying or timing. No goal; it shows how much a slow policy leaves the device idle.
+   the last finish, the judge time of all episodes (``episodes.gpu_seconds``: on cuda the time
+   the judges held the GPU lock; on cpu, where there is no lock, their wall time, so the share
+   may pass 100%), and their ratio: the share of the wall time the device spent verifying or
+   timing. No goal; it shows how much a slow policy leaves the device idle.
 
 Only the standard library and the repository's fakellm; runs on a GPU host from a bundle too
 (--kforge BUNDLE/bin/kforge).

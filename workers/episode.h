@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "expert.h"
 #include "openai.h"
 #include "tools.h"
 #include "worker.h"
@@ -55,8 +56,10 @@ struct kfw_episode {
     long prompt_tokens, completion_tokens, context_tokens;
     int n_turns;
     struct kfw_best best;
-    json_t *env;             /* owned: the judge's env of the last verdict */
-    char reward_version[32]; /* of the last verdict ("" before any) */
+    json_t *env;               /* owned: the judge's env of the last verdict */
+    json_t *last_verdict;      /* owned: the last judge verdict (the expert reads it) */
+    struct kfw_expert *expert; /* owned: the expert policy's state (policy expert) */
+    char reward_version[32];   /* of the last verdict ("" before any) */
     char end_reason[48];
     char end_detail[512];
     bool submitted;

@@ -233,8 +233,13 @@ static json_t *run_harness(struct kfw_episode *ep, json_t *files, const char *ph
     kfw_harness_exec(ep->w, ep->job, argv, ep->judge_dir, limit, &run);
     double wall = (double)(kf_now_ms() - t0) / 1000.0;
     if (run.outcome == KFW_RESULT) {
+        /* GPU time: what the judge held the GPU lock for (cuda); else its wall time less
+         * any wait (cpu, or a verdict that never took the lock) */
+        json_t *held = json_object_get(run.verdict, "gpu_lock_held_s");
         json_t *wait = json_object_get(run.verdict, "gpu_lock_wait_s");
-        ep->gpu_s += wall - (json_is_number(wait) ? json_number_value(wait) : 0.0);
+        ep->gpu_s += json_is_number(held)
+                         ? json_number_value(held)
+                         : wall - (json_is_number(wait) ? json_number_value(wait) : 0.0);
         const char *rv = json_string_value(json_object_get(run.verdict, "reward_version"));
         if (rv)
             snprintf(ep->reward_version, sizeof(ep->reward_version), "%s", rv);
@@ -311,6 +316,8 @@ char *kfw_judge_run(struct kfw_episode *ep, const char *name, const char *call_i
         json_decref(files);
         return text_of("%s", err);
     }
+    json_decref(ep->last_verdict);
+    ep->last_verdict = json_incref(v);
     char *text = kfw_verdict_text(v, name, (size_t)ep->lim.max_tool_output_bytes);
     if (!reference && strcmp(name, "compile") != 0) {
         char cand_id[37] = "";

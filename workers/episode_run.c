@@ -334,7 +334,26 @@ static long result_tokens(const json_t *results) {
     return (long)(bytes / 4);
 }
 
-/* The turns of an openai policy, until an end or an interruption. */
+/* The expert's next turn as a policy reply; false when it stops (end_reason set). */
+static bool expert_reply(struct kfw_episode *ep, struct kf_openai_reply *rep) {
+    memset(rep, 0, sizeof(*rep));
+    kf_openai_reply_free(rep); /* the empty reply: token counts -1 */
+    double t0 = now_ms();
+    char why[48], detail[512];
+    rep->message =
+        kfw_expert_next(ep->expert, ep->last_verdict, why, sizeof(why), detail, sizeof(detail));
+    rep->seconds = (now_ms() - t0) / 1000.0;
+    if (rep->message == NULL) {
+        end(ep, why[0] ? why : "policy_stopped",
+            detail[0] ? detail : "the expert had no more to do");
+        return false;
+    }
+    snprintf(rep->finish_reason, sizeof(rep->finish_reason), "%s",
+             json_array_size(json_object_get(rep->message, "tool_calls")) ? "tool_calls" : "stop");
+    return true;
+}
+
+/* The turns of the policy, until an end or an interruption. */
 static void loop(struct kfw_episode *ep) {
     int infra = 0;
     double mark = now_ms(); /* the end of the previous turn's tools */
@@ -344,8 +363,13 @@ static void loop(struct kfw_episode *ep) {
         double pre_ms = now_ms() - mark;
         struct kf_openai_reply rep;
         char err[512] = "";
-        enum kf_policy_status st =
-            kf_openai_chat(&ep->ocfg, ep->messages, ep->tools, &rep, err, sizeof(err));
+        enum kf_policy_status st = KF_POLICY_OK;
+        if (ep->expert != NULL) {
+            if (!expert_reply(ep, &rep))
+                return; /* the expert ended the episode (end_reason set) */
+        } else {
+            st = kf_openai_chat(&ep->ocfg, ep->messages, ep->tools, &rep, err, sizeof(err));
+        }
         if (st != KF_POLICY_OK) {
             kf_openai_reply_free(&rep);
             if (kfw_episode_interrupted(ep))
@@ -520,8 +544,11 @@ void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *r
         if (strcmp(ep.policy, "openai") == 0) {
             openai_cfg(&ep);
             loop(&ep);
+        } else if ((ep.expert = kfw_expert_new(job->backend)) != NULL) {
+            loop(&ep);
         } else {
-            end(&ep, "unsupported", "the expert policy is not built yet: use policy openai");
+            snprintf(run->reason, sizeof(run->reason), "out of memory");
+            goto out;
         }
     }
     finish(&ep, run);
@@ -540,5 +567,7 @@ out:
     json_decref(ep.tools);
     json_decref(ep.env);
     json_decref(ep.best.files);
+    json_decref(ep.last_verdict);
+    kfw_expert_free(ep.expert);
     free(ep.source);
 }

@@ -24,6 +24,7 @@ def test_evaluate_waits_for_the_gpu_lock_after_building(tmp_path, kforge_cache):
     cmd += ["--task", str(ROOT / "examples" / "tasks" / "gelu.py")]
     cmd += ["--candidate", str(ROOT / "examples" / "candidates" / "gelu" / "cpu")]
     cmd += ["--no-compile", "--budget", "0.2", "--progress", "--gpu-lock", lock_path]
+    t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # the build happens without the lock: the "building" line comes, "verifying" does not
@@ -39,4 +40,8 @@ def test_evaluate_waits_for_the_gpu_lock_after_building(tmp_path, kforge_cache):
     v = json.loads(out.strip().splitlines()[-1])
     assert v["status"] == "ok", v.get("message")
     assert v["gpu_lock_wait_s"] >= 2.5
+    # held from the end of the wait to the verdict: the checks and the timing ran under it, the
+    # build and the wait did not
+    assert v["gpu_lock_held_s"] >= sum(c["seconds"] for c in v["checks"])
+    assert time.monotonic() - t0 - v["gpu_lock_held_s"] >= 2.5
     assert '{"progress": "verifying"}' in err

@@ -151,14 +151,15 @@ def main(argv: list[str]) -> int:
             lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
             if lock is not None:
                 lock.acquire()
-            emit(
-                {
-                    "baseline": run_baseline(
-                        args.task, args.backend, True, args.budget, with_compile=not args.no_compile
-                    ),
-                    "graph": inspect_task(args.task, args.backend),
-                }
-            )
+            out = {
+                "baseline": run_baseline(
+                    args.task, args.backend, True, args.budget, with_compile=not args.no_compile
+                ),
+                "graph": inspect_task(args.task, args.backend),
+            }
+            if lock is not None:
+                out["gpu_lock_held_s"] = round(lock.held_s() or 0.0, 3)
+            emit(out)
         elif args.cmd == "inspect":
             from kforge_harness.inspect_graph import inspect_task
             from kforge_harness.task import TaskError

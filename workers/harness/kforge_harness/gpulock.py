@@ -20,6 +20,7 @@ class GpuLock:
         self.path = path
         self.fd: int | None = None
         self.waited_s = 0.0
+        self.acquired_at: float | None = None
 
     def acquire(self) -> float:
         """Blocks until the lock is ours; returns the seconds waited."""
@@ -27,8 +28,13 @@ class GpuLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.fd = fd
-        self.waited_s = time.monotonic() - t0
+        self.acquired_at = time.monotonic()
+        self.waited_s = self.acquired_at - t0
         return self.waited_s
+
+    def held_s(self) -> float | None:
+        """Seconds since the lock was taken (None when it never was): the job's time on the GPU."""
+        return None if self.acquired_at is None else time.monotonic() - self.acquired_at
 
     def release(self) -> None:
         if self.fd is not None:

@@ -610,6 +610,10 @@ def _tb(reply: dict[str, Any]) -> str:
 def evaluate(task_path: str, cand_path: str, opts: Options) -> dict[str, Any]:
     ev = Evaluation(task_path, cand_path, opts)
     try:
-        return ev.run()
+        verdict = ev.run()
+        held = ev.lock.held_s() if ev.lock is not None else None
+        if held is not None:
+            verdict["gpu_lock_held_s"] = round(held, 3)  # this job's time alone on the GPU
+        return verdict
     finally:
         ev.close()

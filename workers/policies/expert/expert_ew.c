@@ -1,0 +1,385 @@
+/* expert_ew.c: elementwise chains for the expert: the FX graph of `inspect` mapped to one C
+ * expression per node, and the kernels and model_new.py that run them in one pass. */
+#include "expert.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+#define MAX_NODES 256
+#define NAME_MAX_ 64
+
+/* The operator's short name: "torch.nn.functional.gelu" -> "gelu", "_operator.add" -> "add". */
+static const char *short_name(const char *target) {
+    const char *dot = strrchr(target, '.');
+    return dot ? dot + 1 : target;
+}
+
+struct names {
+    char name[MAX_NODES][NAME_MAX_];
+    int n;
+};
+
+static int find(const struct names *nm, const char *name) {
+    for (int i = 0; i < nm->n; i++)
+        if (strcmp(nm->name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* A float literal of C: "2.0f", "0.5f", "1e-05f". */
+static const char *lit(double v, char buf[40]) {
+    snprintf(buf, 40, "%.9g", v);
+    if (!strpbrk(buf, ".e"))
+        strcat(buf, ".0");
+    strcat(buf, "f");
+    return buf;
+}
+
+/* An argument as C text: a node's variable or a number. 0, or -1 (unsupported). */
+static int arg_text(const json_t *a, const struct names *nm, char *out, size_t n) {
+    if (json_is_object(a) && json_is_string(json_object_get(a, "node"))) {
+        int k = find(nm, json_string_value(json_object_get(a, "node")));
+        if (k < 0)
+            return -1;
+        snprintf(out, n, "v%d", k);
+        return 0;
+    }
+    if (json_is_number(a)) {
+        char buf[40];
+        snprintf(out, n, "%s", lit(json_number_value(a), buf));
+        return strstr(out, "nan") || strstr(out, "inf") ? -1 : 0;
+    }
+    return -1;
+}
+
+/* The number kwargs[name] (or def) as a float literal in buf. */
+static const char *num_kw(const json_t *kw, const char *name, double def, char buf[40]) {
+    const json_t *v = json_object_get(kw, name);
+    return lit(json_is_number(v) ? json_number_value(v) : def, buf);
+}
+
+/* One node's expression into e; 0, or -1 (unsupported). a and b are the first two arguments. */
+static int expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,
+                size_t n) {
+    char k1[40], k2[40];
+    if (nargs == 1) {
+        if (!strcmp(op, "sigmoid"))
+            snprintf(e, n, "1.0f / (1.0f + expf(-(%s)))", a);
+        else if (!strcmp(op, "relu"))
+            snprintf(e, n, "fmaxf(%s, 0.0f)", a);
+        else if (!strcmp(op, "tanh"))
+            snprintf(e, n, "tanhf(%s)", a);
+        else if (!strcmp(op, "exp"))
+            snprintf(e, n, "expf(%s)", a);
+        else if (!strcmp(op, "log"))
+            snprintf(e, n, "logf(%s)", a);
+        else if (!strcmp(op, "abs"))
+            snprintf(e, n, "fabsf(%s)", a);
+        else if (!strcmp(op, "neg"))
+            snprintf(e, n, "-(%s)", a);
+        else if (!strcmp(op, "sqrt"))
+            snprintf(e, n, "sqrtf(%s)", a);
+        else if (!strcmp(op, "rsqrt"))
+            snprintf(e, n, "1.0f / sqrtf(%s)", a);
+        else if (!strcmp(op, "sin") || !strcmp(op, "cos"))
+            snprintf(e, n, "%sf(%s)", op, a);
+        else if (!strcmp(op, "silu"))
+            snprintf(e, n, "%s / (1.0f + expf(-(%s)))", a, a);
+        else if (!strcmp(op, "gelu")) {
+            const char *approx = json_string_value(json_object_get(kw, "approximate"));
+            if (approx && !strcmp(approx, "tanh"))
+                snprintf(e, n,
+                         "0.5f * %s * (1.0f + tanhf(0.7978845608028654f * (%s + 0.044715f * %s * "
+                         "%s * %s)))",
+                         a, a, a, a, a);
+            else
+                snprintf(e, n, "0.5f * %s * (1.0f + erff(%s * 0.7071067811865476f))", a, a);
+        } else if (!strcmp(op, "leaky_relu"))
+            snprintf(e, n, "%s > 0.0f ? %s : %s * %s", a, a, num_kw(kw, "negative_slope", 0.01, k1),
+                     a);
+        else if (!strcmp(op, "elu"))
+            snprintf(e, n, "%s > 0.0f ? %s : %s * expm1f(%s)", a, a, num_kw(kw, "alpha", 1.0, k1),
+                     a);
+        else if (!strcmp(op, "softplus"))
+            snprintf(e, n, "%s > 20.0f ? %s : log1pf(expf(%s))", a, a, a);
+        else if (!strcmp(op, "hardsigmoid"))
+            snprintf(e, n, "fminf(fmaxf(%s / 6.0f + 0.5f, 0.0f), 1.0f)", a);
+        else if (!strcmp(op, "hardswish"))
+            snprintf(e, n, "%s * fminf(fmaxf(%s / 6.0f + 0.5f, 0.0f), 1.0f)", a, a);
+        else if (!strcmp(op, "hardtanh"))
+            snprintf(e, n, "fminf(fmaxf(%s, %s), %s)", a, num_kw(kw, "min_val", -1.0, k1),
+                     num_kw(kw, "max_val", 1.0, k2));
+        else if (!strcmp(op, "clamp") && (json_object_get(kw, "min") || json_object_get(kw, "max")))
+            snprintf(e, n, "fminf(fmaxf(%s, %s), %s)", a, num_kw(kw, "min", -3.4e38, k1),
+                     num_kw(kw, "max", 3.4e38, k2));
+        else
+            return -1;
+        return 0;
+    }
+    if (nargs == 2) {
+        const char *sym = !strcmp(op, "add")                             ? "+"
+                          : !strcmp(op, "sub")                           ? "-"
+                          : !strcmp(op, "mul")                           ? "*"
+                          : !strcmp(op, "truediv") || !strcmp(op, "div") ? "/"
+                                                                         : NULL;
+        if (sym && json_object_size(kw) == 0)
+            snprintf(e, n, "%s %s %s", a, sym, b);
+        else if (!strcmp(op, "maximum") || !strcmp(op, "minimum"))
+            snprintf(e, n, "f%sf(%s, %s)", !strcmp(op, "maximum") ? "max" : "min", a, b);
+        else if (!strcmp(op, "pow"))
+            snprintf(e, n, "powf(%s, %s)", a, b);
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+static bool same_shape(const json_t *a, const json_t *b) {
+    return json_equal(json_object_get(a, "shape"), json_object_get(b, "shape"));
+}
+
+int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, char *detail, size_t dlen) {
+    *body = NULL;
+    *n_inputs = 0;
+    const json_t *nodes = json_object_get(json_object_get(g, "graph"), "nodes");
+    const json_t *inputs = json_object_get(g, "inputs");
+    if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES) {
+        snprintf(detail, dlen, "no operator graph of at most %d nodes", MAX_NODES);
+        return -1;
+    }
+    if (json_array_size(json_object_get(g, "parameters")) ||
+        json_array_size(json_object_get(g, "buffers"))) {
+        snprintf(detail, dlen, "modules with parameters or buffers (not yet)");
+        return -1;
+    }
+    const json_t *first = json_array_get(inputs, 0);
+    size_t i;
+    const json_t *in;
+    json_array_foreach(inputs, i, in) {
+        const char *dt = json_string_value(json_object_get(in, "dtype"));
+        if (!dt || strcmp(dt, "float32") != 0 || !same_shape(in, first)) {
+            snprintf(detail, dlen, "input %zu: only float32 inputs of one shape (not yet: %s)", i,
+                     dt ? dt : "a non-tensor");
+            return -1;
+        }
+    }
+    struct names *nm = calloc(1, sizeof(*nm));
+    struct kf_buf b = {0};
+    int rc = -1, out = -1;
+    const json_t *node;
+    json_array_foreach(nodes, i, node) {
+        const char *op = json_string_value(json_object_get(node, "op"));
+        const char *name = json_string_value(json_object_get(node, "name"));
+        const char *target = json_string_value(json_object_get(node, "target"));
+        const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+        if (!nm || !op || !name || !target || nm->n >= MAX_NODES)
+            goto done;
+        snprintf(nm->name[nm->n], NAME_MAX_, "%s", name);
+        if (!strcmp(op, "placeholder")) {
+            kf_buf_printf(&b, "const float v%d = in%d[i];\n", nm->n, *n_inputs);
+            (*n_inputs)++;
+        } else if (!strcmp(op, "output")) {
+            const json_t *a0 = json_array_get(args, 0);
+            int k =
+                json_is_object(a0) ? find(nm, json_string_value(json_object_get(a0, "node"))) : -1;
+            if (k < 0) {
+                snprintf(detail, dlen, "an output that is not one tensor (not yet)");
+                goto done;
+            }
+            out = k;
+            break;
+        } else if (!strcmp(op, "call_function") || !strcmp(op, "call_method")) {
+            const char *s = short_name(target);
+            char a[48] = "", c[48] = "", e[512];
+            size_t na = json_array_size(args);
+            if ((na >= 1 && arg_text(json_array_get(args, 0), nm, a, sizeof(a)) != 0) ||
+                (na >= 2 && arg_text(json_array_get(args, 1), nm, c, sizeof(c)) != 0) || na == 0 ||
+                na > 2 || expr(s, kw, a, c, (int)na, e, sizeof(e)) != 0) {
+                snprintf(detail, dlen, "operator %s (%s) with %zu arguments", target, op, na);
+                goto done;
+            }
+            const json_t *o = json_object_get(node, "output");
+            if (o && !same_shape(o, first)) {
+                snprintf(detail, dlen, "%s: broadcasting to another shape (not yet)", target);
+                goto done;
+            }
+            kf_buf_printf(&b, "const float v%d = %s;\n", nm->n, e);
+        } else {
+            snprintf(detail, dlen, "graph node %s of kind %s (modules are not yet handled)", name,
+                     op);
+            goto done;
+        }
+        nm->n++;
+    }
+    if (out < 0 || *n_inputs == 0) {
+        snprintf(detail, dlen, "a graph without inputs or output");
+        goto done;
+    }
+    kf_buf_printf(&b, "out[i] = v%d;\n", out);
+    *body = b.data;
+    b.data = NULL;
+    rc = 0;
+done:
+    kf_buf_free(&b);
+    free(nm);
+    return rc;
+}
+
+/* "const float *__restrict__ in0, ..." */
+static void params(struct kf_buf *b, int n, const char *restrict_kw) {
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "const float *%s in%d, ", restrict_kw, k);
+    kf_buf_printf(b, "float *%s out, int64_t n", restrict_kw);
+}
+
+static void indent(struct kf_buf *b, const char *body, const char *pad) {
+    const char *p = body;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        kf_buf_printf(b, "%s%.*s\n", pad, (int)len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+static char *cpu_kernel(const char *body, int n, int v) {
+    if (v > 1)
+        return NULL;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b, "// kforge expert, variant %d: one fused elementwise pass, OpenMP%s.\n", v,
+                  v == 0 ? " parallel for simd" : " over blocks of 16384, simd inside");
+    kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\nextern \"C\" int kf_expert_ew(");
+    params(&b, n, "__restrict__");
+    kf_buf_printf(&b, ") {\n    if (n < 0)\n        return 1;\n");
+    if (v == 0) {
+        kf_buf_printf(&b, "#pragma omp parallel for simd schedule(static)\n"
+                          "    for (int64_t i = 0; i < n; ++i) {\n");
+        indent(&b, body, "        ");
+        kf_buf_printf(&b, "    }\n");
+    } else {
+        kf_buf_printf(&b, "#pragma omp parallel for schedule(static)\n"
+                          "    for (int64_t s = 0; s < n; s += 16384) {\n"
+                          "        const int64_t e = s + 16384 < n ? s + 16384 : n;\n"
+                          "#pragma omp simd\n"
+                          "        for (int64_t i = s; i < e; ++i) {\n");
+        indent(&b, body, "            ");
+        kf_buf_printf(&b, "        }\n    }\n");
+    }
+    kf_buf_printf(&b, "    return 0;\n}\n");
+    return b.data;
+}
+
+static char *cuda_kernel(const char *body, int n, int v) {
+    static const int threads[] = {256, 512, 128, 256};
+    static const int vec[] = {4, 4, 4, 1};
+    if (v > 3)
+        return NULL;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "// kforge expert, variant %d: one fused elementwise pass, %d threads per "
+                  "block, %s.\n#include <cuda_runtime.h>\n#include <cstdint>\n\n",
+                  v, threads[v], vec[v] == 4 ? "float4 loads and stores" : "scalar loads");
+    kf_buf_printf(&b, "__device__ __forceinline__ float kf_elem(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "%sfloat x%d", k ? ", " : "", k);
+    kf_buf_printf(&b, ") {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "    const float in%d_i = x%d;\n", k, k);
+    /* the body reads inK[i] and writes out[i]: rename to locals */
+    struct kf_buf fixed = {0};
+    for (const char *p = body; *p;) {
+        if (p[0] == 'i' && p[1] == 'n' && p[2] >= '0' && p[2] <= '9') {
+            char *end;
+            long k = strtol(p + 2, &end, 10);
+            if (strncmp(end, "[i]", 3) == 0) {
+                kf_buf_printf(&fixed, "in%ld_i", k);
+                p = end + 3;
+                continue;
+            }
+        }
+        if (strncmp(p, "out[i] = ", 9) == 0) {
+            kf_buf_printf(&fixed, "return ");
+            p += 9;
+            continue;
+        }
+        kf_buf_append(&fixed, p, 1);
+        p++;
+    }
+    indent(&b, fixed.data ? fixed.data : "", "    ");
+    kf_buf_free(&fixed);
+    kf_buf_printf(&b, "}\n\n__global__ void kf_scalar(");
+    params(&b, n, "__restrict__");
+    kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+                      "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+                      "i += stride)\n        out[i] = kf_elem(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "%sin%d[i]", k ? ", " : "", k);
+    kf_buf_printf(&b, ");\n}\n\n__global__ void kf_vec4(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "const float4 *__restrict__ in%d, ", k);
+    kf_buf_printf(&b,
+                  "float4 *__restrict__ out, int64_t n4) {\n"
+                  "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+                  "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; "
+                  "i += stride) {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "        const float4 a%d = in%d[i];\n", k, k);
+    kf_buf_printf(&b, "        float4 o;\n");
+    const char *lanes = "xyzw";
+    for (int l = 0; l < 4; l++) {
+        kf_buf_printf(&b, "        o.%c = kf_elem(", lanes[l]);
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(&b, "%sa%d.%c", k ? ", " : "", k, lanes[l]);
+        kf_buf_printf(&b, ");\n");
+    }
+    kf_buf_printf(&b, "        out[i] = o;\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
+    params(&b, n, "");
+    kf_buf_printf(&b, ") {\n    if (n <= 0)\n        return n < 0;\n    const int threads = %d;\n",
+                  threads[v]);
+    if (vec[v] == 4) {
+        kf_buf_printf(&b, "    bool aligned = n %% 4 == 0 && ((uintptr_t)out %% 16) == 0");
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(&b, " && ((uintptr_t)in%d %% 16) == 0", k);
+        kf_buf_printf(&b,
+                      ";\n    if (aligned) {\n        int64_t blocks = (n / 4 + threads - 1) / "
+                      "threads;\n        if (blocks > 65535 * 8)\n            blocks = 65535 * 8;\n"
+                      "        kf_vec4<<<(unsigned)blocks, threads, 0, 0>>>(");
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(&b, "(const float4 *)in%d, ", k);
+        kf_buf_printf(&b,
+                      "(float4 *)out, n / 4);\n        return (int)cudaGetLastError();\n    }\n");
+    }
+    kf_buf_printf(
+        &b, "    int64_t blocks = (n + threads - 1) / threads;\n    if (blocks > 65535 * 8)\n"
+            "        blocks = 65535 * 8;\n    kf_scalar<<<(unsigned)blocks, threads, 0, 0>>>(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "in%d, ", k);
+    kf_buf_printf(&b, "out, n);\n    return (int)cudaGetLastError();\n}\n");
+    return b.data;
+}
+
+char *kfw_ew_kernel(const char *backend, const char *body, int n_inputs, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda_kernel(body, n_inputs, v)
+                                        : cpu_kernel(body, n_inputs, v);
+}
+
+char *kfw_ew_model(int n) {
+    struct kf_buf b = {0};
+    kf_buf_printf(
+        &b, "\"\"\"Written by the kforge expert policy: one fused elementwise kernel.\"\"\"\n\n"
+            "import kforge_runtime as kr\nimport torch\nimport torch.nn as nn\n\n\n"
+            "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
+            "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, ", x%d", k);
+    kf_buf_printf(&b, "):\n        out = torch.empty_like(x0)\n        self.k.kf_expert_ew(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "x%d, ", k);
+    kf_buf_printf(&b, "out, out.numel())\n        return out\n");
+    return b.data;
+}
