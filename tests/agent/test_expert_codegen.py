@@ -33,7 +33,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(64, 32), torch.randn(64, 32)]
+    return [torch.randn(64, 32), torch.randn({yshape})]
 
 
 def get_init_inputs():
@@ -85,12 +85,18 @@ def compiles(backend: str, src: str, tmp_path: Path, n: int) -> None:
     assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr[-3000:]}\n{src}"
 
 
-BODIES = {
-    "silu_residual": None,  # the examples
+BODIES = {  # name: (forward body, y's shape) or None for an example task
+    "silu_residual": None,
     "gelu": None,
-    "chain": "return F.leaky_relu(torch.tanh(x) * 2 - y / 3, 0.2) + F.hardswish(y)",
-    "gelu_tanh_clamp": "return torch.clamp(F.gelu(x, approximate='tanh') + torch.sigmoid(y), min=-1.5, max=2.0)",
+    "chain": ("return F.leaky_relu(torch.tanh(x) * 2 - y / 3, 0.2) + F.hardswish(y)", "64, 32"),
+    "gelu_tanh_clamp": (
+        "return torch.clamp(F.gelu(x, approximate='tanh') + torch.sigmoid(y), min=-1.5, max=2.0)",
+        "64, 32",
+    ),
+    "bias_row": ("return torch.relu(x + y) * 0.5", "32"),  # broadcasts
+    "scale_col": ("return torch.sigmoid(x * y) - y", "64, 1"),  # broadcasts
 }
+BROADCASTS = {"bias_row", "scale_col"}
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cuda"])
@@ -101,12 +107,17 @@ def test_every_variant_compiles(tmp_path: Path, backend: str, name: str) -> None
     if BODIES[name] is None:
         task = ROOT / "examples" / "tasks" / f"{name}.py"
     else:
+        body, yshape = BODIES[name]
         task = tmp_path / f"{name}.py"
-        task.write_text(TASK_LIKE.replace("{body}", BODIES[name]))
+        task.write_text(TASK_LIKE.replace("{body}", body).replace("{yshape}", yshape))
     g = generate(backend, graph_of(task, tmp_path))
     assert g["ok"], g["detail"]
-    assert len(g["kernels"]) == (4 if backend == "cuda" else 2)
+    assert g["bcast"] == (name in BROADCASTS)
+    want = (3 if g["bcast"] else 4) if backend == "cuda" else 2
+    assert len(g["kernels"]) == want
     assert f"def forward(self{''.join(f', x{k}' for k in range(g['n_inputs']))})" in g["model"]
+    if g["bcast"]:
+        assert "x.expand(shape).stride()" in g["model"]
     for n, src in enumerate(g["kernels"]):
         assert 'extern "C" int kf_expert_ew(' in src
         compiles(backend, src, tmp_path, n)
@@ -122,6 +133,6 @@ def test_every_variant_compiles(tmp_path: Path, backend: str, name: str) -> None
 )
 def test_what_is_not_elementwise_is_named(tmp_path: Path, body: str, named: str) -> None:
     task = tmp_path / "t.py"
-    task.write_text(TASK_LIKE.replace("{body}", body))
+    task.write_text(TASK_LIKE.replace("{body}", body).replace("{yshape}", "64, 32"))
     g = generate("cpu", graph_of(task, tmp_path))
     assert not g["ok"] and named in g["detail"], g

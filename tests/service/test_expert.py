@@ -69,3 +69,52 @@ def test_expert_names_what_it_cannot_do(stack: Stack, workers) -> None:
     assert r["result"]["end_reason"] == "unsupported"
     assert "matmul" in json.dumps(r["result"]["end_detail"]), r["result"]
     assert ep["result"]["reward"] == -1
+
+
+BIAS_TASK = '''"""relu(x + b) * 0.5 with a bias row b broadcast over the rows of x."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, b):
+        return torch.relu(x + b) * 0.5
+
+
+def get_inputs():
+    return [torch.randn(2048, 1024), torch.randn(1024)]
+
+
+def get_test_inputs():
+    return [[torch.randn(300, 77), torch.randn(77)], [torch.randn(2, 3, 40, 64), torch.randn(64)]]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_expert_broadcasts_a_bias_row(stack: Stack, workers) -> None:
+    body = {
+        "task": {"name": "bias_relu", "source": f"# {uuid.uuid4()}\n" + BIAS_TASK},
+        "backend": "cpu",
+        "options": FAST,
+    }
+    r = stack.api.post("/v1/optimize", body)
+    assert r.status_code == 202, r.text
+    w = workers()
+    job = stack.api.wait_job(r.json()["job"]["id"], deadline_s=900, watch=[w])
+    ep = stack.api.get(f"/v1/episodes/{r.json()['episode']['id']}").json()
+    assert job["status"] == "succeeded" and ep["end_reason"] == "submitted", (ep["end_reason"], job)
+    comps = [c for t in ep["turns"] for c in t["rewards"]]
+    assert all(c["status"] == "ok" and c["correct"] for c in comps), comps
+    assert ep["result"]["verdict"]["status"] == "ok" and ep["result"]["reward"] >= 1
+    # correct on the judge's other shapes too: the strides come from the tensors at every call
+    checks = ep["result"]["verdict"]["checks"]
+    assert {"shape:0", "shape:1"} <= {c["kind"] for c in checks}  # 2D and 4D other shapes
+    assert all(c["pass"] is not False for c in checks), checks
+    cand = stack.api.get(f"/v1/candidates/{ep['best_candidate_id']}").json()
+    assert "x.expand(shape).stride()" in cand["files"]["model_new.py"]

@@ -21,6 +21,7 @@ struct kfw_expert {
     double best_speed;
     char *body; /* owned: the elementwise plan */
     int n_inputs;
+    int bcast; /* the inputs broadcast: expert_bcast.c's kernels */
     int turn;
 };
 
@@ -71,7 +72,8 @@ static const char *kernel_path(const struct kfw_expert *x) {
 
 /* write variant v, compile, verify, profile; false when v is past the last variant */
 static bool try_variant(struct kfw_expert *x, json_t *calls, int v) {
-    char *src = kfw_ew_kernel(x->backend, x->body, x->n_inputs, v);
+    char *src = x->bcast ? kfw_bcast_kernel(x->backend, x->body, x->n_inputs, v)
+                         : kfw_ew_kernel(x->backend, x->body, x->n_inputs, v);
     if (src == NULL)
         return false;
     write_file(x, calls, kernel_path(x), src);
@@ -105,13 +107,13 @@ json_t *kfw_expert_next(struct kfw_expert *x, const json_t *last, char *why, siz
         x->stage = FIRST;
         return message("Profiling the reference first: its times and its operator graph.", calls);
     case FIRST:
-        if (kfw_ew_plan(json_object_get(last, "graph"), &x->body, &x->n_inputs, detail,
+        if (kfw_ew_plan(json_object_get(last, "graph"), &x->body, &x->n_inputs, &x->bcast, detail,
                         detaillen) != 0) {
             snprintf(why, whylen, "unsupported");
             json_decref(calls);
             return NULL;
         }
-        char *model = kfw_ew_model(x->n_inputs);
+        char *model = x->bcast ? kfw_bcast_model(x->n_inputs) : kfw_ew_model(x->n_inputs);
         write_file(x, calls, "model_new.py", model ? model : "");
         free(model);
         try_variant(x, calls, 0);
@@ -132,7 +134,8 @@ json_t *kfw_expert_next(struct kfw_expert *x, const json_t *last, char *why, siz
             json_decref(calls);
             return message("No variant was correct; stopping.", json_array());
         }
-        char *src = kfw_ew_kernel(x->backend, x->body, x->n_inputs, x->best);
+        char *src = x->bcast ? kfw_bcast_kernel(x->backend, x->body, x->n_inputs, x->best)
+                             : kfw_ew_kernel(x->backend, x->body, x->n_inputs, x->best);
         write_file(x, calls, kernel_path(x), src ? src : "");
         free(src);
         call(x, calls, "submit", NULL);

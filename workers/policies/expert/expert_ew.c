@@ -139,15 +139,29 @@ static int expr(const char *op, const json_t *kw, const char *a, const char *b, 
     return -1;
 }
 
-static bool same_shape(const json_t *a, const json_t *b) {
-    return json_equal(json_object_get(a, "shape"), json_object_get(b, "shape"));
+/* Whether shape a (an input's) broadcasts to b (the output's): right-aligned, each size equal
+ * or 1. */
+static bool broadcasts(const json_t *a, const json_t *b) {
+    size_t na = json_array_size(a), nb = json_array_size(b);
+    if (!json_is_array(a) || !json_is_array(b) || na > nb)
+        return false;
+    for (size_t k = 0; k < na; k++) {
+        json_int_t x = json_integer_value(json_array_get(a, na - 1 - k));
+        json_int_t y = json_integer_value(json_array_get(b, nb - 1 - k));
+        if (x != y && x != 1)
+            return false;
+    }
+    return true;
 }
 
-int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, char *detail, size_t dlen) {
+int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, int *bcast, char *detail,
+                size_t dlen) {
     *body = NULL;
     *n_inputs = 0;
+    *bcast = 0;
     const json_t *nodes = json_object_get(json_object_get(g, "graph"), "nodes");
     const json_t *inputs = json_object_get(g, "inputs");
+    const json_t *oshape = json_object_get(json_object_get(g, "outputs"), "shape");
     if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES) {
         snprintf(detail, dlen, "no operator graph of at most %d nodes", MAX_NODES);
         return -1;
@@ -157,16 +171,28 @@ int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, char *detail, size_
         snprintf(detail, dlen, "modules with parameters or buffers (not yet)");
         return -1;
     }
-    const json_t *first = json_array_get(inputs, 0);
+    const char *odt = json_string_value(json_object_get(json_object_get(g, "outputs"), "dtype"));
+    if (!json_is_array(oshape) || !odt || strcmp(odt, "float32") != 0) {
+        snprintf(detail, dlen, "an output that is not one float32 tensor (not yet)");
+        return -1;
+    }
     size_t i;
     const json_t *in;
+    char shape_err[256] = "";
     json_array_foreach(inputs, i, in) {
         const char *dt = json_string_value(json_object_get(in, "dtype"));
-        if (!dt || strcmp(dt, "float32") != 0 || !same_shape(in, first)) {
-            snprintf(detail, dlen, "input %zu: only float32 inputs of one shape (not yet: %s)", i,
-                     dt ? dt : "a non-tensor");
-            return -1;
-        }
+        const json_t *shape = json_object_get(in, "shape");
+        if ((!dt || strcmp(dt, "float32") != 0 || !broadcasts(shape, oshape)) && !shape_err[0])
+            snprintf(shape_err, sizeof(shape_err),
+                     "input %zu: only float32 inputs that broadcast to the output (not yet: %s "
+                     "input, or an output of another shape: a reduction?)",
+                     i, dt ? dt : "a non-tensor"); /* reported unless an operator is named */
+        if (!json_equal(shape, oshape))
+            *bcast = 1;
+    }
+    if (*bcast && json_array_size(oshape) > 4) {
+        snprintf(detail, dlen, "broadcasting over more than 4 dimensions (not yet)");
+        return -1;
     }
     struct names *nm = calloc(1, sizeof(*nm));
     struct kf_buf b = {0};
@@ -203,11 +229,6 @@ int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, char *detail, size_
                 snprintf(detail, dlen, "operator %s (%s) with %zu arguments", target, op, na);
                 goto done;
             }
-            const json_t *o = json_object_get(node, "output");
-            if (o && !same_shape(o, first)) {
-                snprintf(detail, dlen, "%s: broadcasting to another shape (not yet)", target);
-                goto done;
-            }
             kf_buf_printf(&b, "const float v%d = %s;\n", nm->n, e);
         } else {
             snprintf(detail, dlen, "graph node %s of kind %s (modules are not yet handled)", name,
@@ -218,6 +239,10 @@ int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, char *detail, size_
     }
     if (out < 0 || *n_inputs == 0) {
         snprintf(detail, dlen, "a graph without inputs or output");
+        goto done;
+    }
+    if (shape_err[0]) {
+        snprintf(detail, dlen, "%s", shape_err);
         goto done;
     }
     kf_buf_printf(&b, "out[i] = v%d;\n", out);
@@ -245,6 +270,38 @@ static void indent(struct kf_buf *b, const char *body, const char *pad) {
         kf_buf_printf(b, "%s%.*s\n", pad, (int)len, p);
         p += len + (nl ? 1 : 0);
     }
+}
+
+void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
+    kf_buf_printf(b, "%s float kf_elem(", qual);
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%sfloat x%d", k ? ", " : "", k);
+    kf_buf_printf(b, ") {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "    const float in%d_i = x%d;\n", k, k);
+    /* the body reads inK[i] and writes out[i]: rename to locals */
+    struct kf_buf fixed = {0};
+    for (const char *p = body; *p;) {
+        if (p[0] == 'i' && p[1] == 'n' && p[2] >= '0' && p[2] <= '9') {
+            char *end;
+            long k = strtol(p + 2, &end, 10);
+            if (strncmp(end, "[i]", 3) == 0) {
+                kf_buf_printf(&fixed, "in%ld_i", k);
+                p = end + 3;
+                continue;
+            }
+        }
+        if (strncmp(p, "out[i] = ", 9) == 0) {
+            kf_buf_printf(&fixed, "return ");
+            p += 9;
+            continue;
+        }
+        kf_buf_append(&fixed, p, 1);
+        p++;
+    }
+    indent(b, fixed.data ? fixed.data : "", "    ");
+    kf_buf_free(&fixed);
+    kf_buf_printf(b, "}\n");
 }
 
 static char *cpu_kernel(const char *body, int n, int v) {
@@ -284,35 +341,8 @@ static char *cuda_kernel(const char *body, int n, int v) {
                   "// kforge expert, variant %d: one fused elementwise pass, %d threads per "
                   "block, %s.\n#include <cuda_runtime.h>\n#include <cstdint>\n\n",
                   v, threads[v], vec[v] == 4 ? "float4 loads and stores" : "scalar loads");
-    kf_buf_printf(&b, "__device__ __forceinline__ float kf_elem(");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "%sfloat x%d", k ? ", " : "", k);
-    kf_buf_printf(&b, ") {\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "    const float in%d_i = x%d;\n", k, k);
-    /* the body reads inK[i] and writes out[i]: rename to locals */
-    struct kf_buf fixed = {0};
-    for (const char *p = body; *p;) {
-        if (p[0] == 'i' && p[1] == 'n' && p[2] >= '0' && p[2] <= '9') {
-            char *end;
-            long k = strtol(p + 2, &end, 10);
-            if (strncmp(end, "[i]", 3) == 0) {
-                kf_buf_printf(&fixed, "in%ld_i", k);
-                p = end + 3;
-                continue;
-            }
-        }
-        if (strncmp(p, "out[i] = ", 9) == 0) {
-            kf_buf_printf(&fixed, "return ");
-            p += 9;
-            continue;
-        }
-        kf_buf_append(&fixed, p, 1);
-        p++;
-    }
-    indent(&b, fixed.data ? fixed.data : "", "    ");
-    kf_buf_free(&fixed);
-    kf_buf_printf(&b, "}\n\n__global__ void kf_scalar(");
+    kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
+    kf_buf_printf(&b, "\n__global__ void kf_scalar(");
     params(&b, n, "__restrict__");
     kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                       "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "

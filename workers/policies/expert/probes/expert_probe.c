@@ -21,16 +21,18 @@ int main(int argc, char **argv) {
         return 2;
     }
     char *body = NULL, detail[512] = "";
-    int n = 0;
-    int rc = kfw_ew_plan(g, &body, &n, detail, sizeof(detail));
-    json_t *out = json_pack("{s:b, s:s, s:i, s:[]}", "ok", rc == 0, "detail", detail, "n_inputs", n,
-                            "kernels");
+    int n = 0, bcast = 0;
+    int rc = kfw_ew_plan(g, &body, &n, &bcast, detail, sizeof(detail));
+    json_t *out = json_pack("{s:b, s:s, s:i, s:b, s:[]}", "ok", rc == 0, "detail", detail,
+                            "n_inputs", n, "bcast", bcast, "kernels");
     if (rc == 0) {
-        char *model = kfw_ew_model(n);
+        char *model = bcast ? kfw_bcast_model(n) : kfw_ew_model(n);
         json_object_set_new(out, "model", json_string(model ? model : ""));
         free(model);
         char *src;
-        for (int v = 0; (src = kfw_ew_kernel(argv[1], body, n, v)) != NULL; v++) {
+        for (int v = 0; (src = bcast ? kfw_bcast_kernel(argv[1], body, n, v)
+                                     : kfw_ew_kernel(argv[1], body, n, v)) != NULL;
+             v++) {
             json_array_append_new(json_object_get(out, "kernels"), json_string(src));
             free(src);
         }

@@ -1,0 +1,155 @@
+/* expert_bcast.c: the expert's kernels for elementwise chains whose inputs broadcast to the
+ * output (a bias row over a matrix, a per-channel scale over NCHW): each input is read through
+ * strides in the output's index space (0 where it broadcasts), at most 4 dimensions. The
+ * strides come from model_new.py at every call (x.expand(shape).stride(), metadata only), so
+ * nothing is specialised to one shape. */
+#include "expert.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+/* ", int64_t d1, int64_t d2, int64_t d3, int64_t s00, ..." */
+static void dims_params(struct kf_buf *b, int n) {
+    kf_buf_printf(b, ", int64_t d1, int64_t d2, int64_t d3");
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 4; j++)
+            kf_buf_printf(b, ", int64_t s%d%d", k, j);
+}
+
+static void inputs(struct kf_buf *b, int n, const char *restrict_kw) {
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "const float *%s in%d, ", restrict_kw, k);
+    kf_buf_printf(b, "float *%s out, int64_t n", restrict_kw);
+}
+
+/* kf_elem(in0[i0 * s00 + ...], ...) for the current (i0, i1, i2, i3) */
+static void elem_call(struct kf_buf *b, int n) {
+    kf_buf_printf(b, "kf_elem(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%sin%d[i0 * s%d0 + i1 * s%d1 + i2 * s%d2 + i3 * s%d3]", k ? ", " : "", k,
+                      k, k, k, k);
+    kf_buf_printf(b, ")");
+}
+
+static const char SPLIT[] = "        const int64_t i3 = i %% d3;\n"
+                            "        int64_t t = i / d3;\n"
+                            "        const int64_t i2 = t %% d2;\n"
+                            "        t /= d2;\n"
+                            "        const int64_t i1 = t %% d1;\n"
+                            "        const int64_t i0 = t / d1;\n";
+
+static char *cpu(const char *body, int n, int v) {
+    if (v > 1)
+        return NULL;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "// kforge expert, broadcasting, variant %d: %s.\n#include <cmath>\n"
+                  "#include <cstdint>\n\n",
+                  v, v == 0 ? "one flat OpenMP loop" : "OpenMP over rows, simd along the last dim");
+    kfw_ew_elem(&b, body, n, "static inline");
+    kf_buf_printf(&b, "\nextern \"C\" int kf_expert_ew(");
+    inputs(&b, n, "__restrict__");
+    dims_params(&b, n);
+    kf_buf_printf(&b, ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n"
+                      "        return n < 0;\n");
+    if (v == 0) {
+        kf_buf_printf(&b, "#pragma omp parallel for schedule(static)\n"
+                          "    for (int64_t i = 0; i < n; ++i) {\n");
+        kf_buf_printf(&b, SPLIT);
+        kf_buf_printf(&b, "        out[i] = ");
+        elem_call(&b, n);
+        kf_buf_printf(&b, ";\n    }\n");
+    } else {
+        kf_buf_printf(&b,
+                      "    const int64_t rows = n / d3;\n"
+                      "#pragma omp parallel for schedule(static)\n"
+                      "    for (int64_t r = 0; r < rows; ++r) {\n"
+                      "        const int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
+                      "#pragma omp simd\n"
+                      "        for (int64_t i3 = 0; i3 < d3; ++i3)\n"
+                      "            out[r * d3 + i3] = ");
+        elem_call(&b, n);
+        kf_buf_printf(&b, ";\n    }\n");
+    }
+    kf_buf_printf(&b, "    return 0;\n}\n");
+    return b.data;
+}
+
+static char *cuda(const char *body, int n, int v) {
+    static const int threads[] = {256, 512, 128};
+    if (v > 2)
+        return NULL;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "// kforge expert, broadcasting, variant %d: %d threads per block, strided "
+                  "loads.\n#include <cuda_runtime.h>\n#include <cstdint>\n\n",
+                  v, threads[v]);
+    kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
+    kf_buf_printf(&b, "\n__global__ void kf_bcast(");
+    inputs(&b, n, "__restrict__");
+    dims_params(&b, n);
+    kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+                      "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+                      "i += stride) {\n");
+    kf_buf_printf(&b, SPLIT);
+    kf_buf_printf(&b, "        out[i] = ");
+    elem_call(&b, n);
+    kf_buf_printf(&b, ";\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
+    inputs(&b, n, "");
+    dims_params(&b, n);
+    kf_buf_printf(&b,
+                  ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n        return n < 0;\n"
+                  "    const int threads = %d;\n    int64_t blocks = (n + threads - 1) / threads;\n"
+                  "    if (blocks > 65535 * 8)\n        blocks = 65535 * 8;\n"
+                  "    kf_bcast<<<(unsigned)blocks, threads, 0, 0>>>(",
+                  threads[v]);
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "in%d, ", k);
+    kf_buf_printf(&b, "out, n, d1, d2, d3");
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 4; j++)
+            kf_buf_printf(&b, ", s%d%d", k, j);
+    kf_buf_printf(&b, ");\n    return (int)cudaGetLastError();\n}\n");
+    return b.data;
+}
+
+char *kfw_bcast_kernel(const char *backend, const char *body, int n_inputs, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda(body, n_inputs, v) : cpu(body, n_inputs, v);
+}
+
+char *kfw_bcast_model(int n) {
+    struct kf_buf b = {0};
+    kf_buf_printf(
+        &b, "\"\"\"Written by the kforge expert policy: one fused elementwise kernel whose "
+            "inputs broadcast.\"\"\"\n\nimport kforge_runtime as kr\nimport torch\n"
+            "import torch.nn as nn\n\n\ndef _broadcast(*shapes):\n"
+            "    rank = max(len(s) for s in shapes)\n    out = []\n"
+            "    for d in range(rank):\n"
+            "        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}\n"
+            "        big = max(sizes)\n"
+            "        if sizes - {1, big}:\n"
+            "            raise ValueError(f\"shapes {shapes} do not broadcast\")\n"
+            "        out.append(big)\n    return out\n\n\n"
+            "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
+            "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, ", x%d", k);
+    kf_buf_printf(&b, "):\n        xs = (");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(&b, "x%d, ", k);
+    kf_buf_printf(&b,
+                  ")\n        shape = _broadcast(*(tuple(x.shape) for x in xs))\n"
+                  "        if len(shape) > 4:\n"
+                  "            raise ValueError(\"more than 4 dimensions\")\n"
+                  "        out = torch.empty(shape, dtype=x0.dtype, device=x0.device)\n"
+                  "        dims = [1] * (4 - len(shape)) + list(shape)\n"
+                  "        strides = []\n        for x in xs:\n"
+                  "            s = list(x.expand(shape).stride())\n"
+                  "            strides += [0] * (4 - len(s)) + s\n"
+                  "        self.k.kf_expert_ew(*xs, out, out.numel(), dims[1], dims[2], dims[3], "
+                  "*strides)\n        return out\n");
+    return b.data;
+}
