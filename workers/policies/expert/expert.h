@@ -40,6 +40,13 @@ char *kfw_ew_kernel(const char *backend, const char *body, int n_inputs, int v);
 /* The model_new.py that calls the kernel (owned). */
 char *kfw_ew_model(int n_inputs);
 
+/* "const float *RESTRICT in0, ..., float *RESTRICT out, int64_t n", into b. */
+void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
+
+/* model_new.py up to the body of forward(self, x0, ...): the docstring (doc), the imports,
+ * helpers (Python source, may be ""), the class and __init__, into b. */
+void kfw_ew_model_head(struct kf_buf *b, const char *doc, const char *helpers, int n_inputs);
+
 /* The element function `QUAL float kf_elem(float x0, ...)` of a plan's body, into b. */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
 

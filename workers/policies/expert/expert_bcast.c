@@ -19,12 +19,6 @@ static void dims_params(struct kf_buf *b, int n) {
             kf_buf_printf(b, ", int64_t s%d%d", k, j);
 }
 
-static void inputs(struct kf_buf *b, int n, const char *restrict_kw) {
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "const float *%s in%d, ", restrict_kw, k);
-    kf_buf_printf(b, "float *%s out, int64_t n", restrict_kw);
-}
-
 /* kf_elem(in0[i0 * s00 + ...], ...) for the current (i0, i1, i2, i3) */
 static void elem_call(struct kf_buf *b, int n) {
     kf_buf_printf(b, "kf_elem(");
@@ -51,7 +45,7 @@ static char *cpu(const char *body, int n, int v) {
                   v, v == 0 ? "one flat OpenMP loop" : "OpenMP over rows, simd along the last dim");
     kfw_ew_elem(&b, body, n, "static inline");
     kf_buf_printf(&b, "\nextern \"C\" int kf_expert_ew(");
-    inputs(&b, n, "__restrict__");
+    kfw_ew_params(&b, n, "__restrict__");
     dims_params(&b, n);
     kf_buf_printf(&b, ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n"
                       "        return n < 0;\n");
@@ -89,7 +83,7 @@ static char *cuda(const char *body, int n, int v) {
                   v, threads[v]);
     kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
     kf_buf_printf(&b, "\n__global__ void kf_bcast(");
-    inputs(&b, n, "__restrict__");
+    kfw_ew_params(&b, n, "__restrict__");
     dims_params(&b, n);
     kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                       "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
@@ -98,7 +92,7 @@ static char *cuda(const char *body, int n, int v) {
     kf_buf_printf(&b, "        out[i] = ");
     elem_call(&b, n);
     kf_buf_printf(&b, ";\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
-    inputs(&b, n, "");
+    kfw_ew_params(&b, n, "");
     dims_params(&b, n);
     kf_buf_printf(&b,
                   ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n        return n < 0;\n"
@@ -122,22 +116,18 @@ char *kfw_bcast_kernel(const char *backend, const char *body, int n_inputs, int 
 
 char *kfw_bcast_model(int n) {
     struct kf_buf b = {0};
-    kf_buf_printf(
-        &b, "\"\"\"Written by the kforge expert policy: one fused elementwise kernel whose "
-            "inputs broadcast.\"\"\"\n\nimport kforge_runtime as kr\nimport torch\n"
-            "import torch.nn as nn\n\n\ndef _broadcast(*shapes):\n"
-            "    rank = max(len(s) for s in shapes)\n    out = []\n"
-            "    for d in range(rank):\n"
-            "        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}\n"
-            "        big = max(sizes)\n"
-            "        if sizes - {1, big}:\n"
-            "            raise ValueError(f\"shapes {shapes} do not broadcast\")\n"
-            "        out.append(big)\n    return out\n\n\n"
-            "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
-            "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, ", x%d", k);
-    kf_buf_printf(&b, "):\n        xs = (");
+    kfw_ew_model_head(
+        &b, "one fused elementwise kernel whose inputs broadcast",
+        "def _broadcast(*shapes):\n"
+        "    rank = max(len(s) for s in shapes)\n    out = []\n"
+        "    for d in range(rank):\n"
+        "        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}\n"
+        "        big = max(sizes)\n"
+        "        if sizes - {1, big}:\n"
+        "            raise ValueError(f\"shapes {shapes} do not broadcast\")\n"
+        "        out.append(big)\n    return out\n\n\n",
+        n);
+    kf_buf_printf(&b, "        xs = (");
     for (int k = 0; k < n; k++)
         kf_buf_printf(&b, "x%d, ", k);
     kf_buf_printf(&b,

@@ -256,7 +256,7 @@ done:
 }
 
 /* "const float *__restrict__ in0, ..." */
-static void params(struct kf_buf *b, int n, const char *restrict_kw) {
+void kfw_ew_params(struct kf_buf *b, int n, const char *restrict_kw) {
     for (int k = 0; k < n; k++)
         kf_buf_printf(b, "const float *%s in%d, ", restrict_kw, k);
     kf_buf_printf(b, "float *%s out, int64_t n", restrict_kw);
@@ -311,7 +311,7 @@ static char *cpu_kernel(const char *body, int n, int v) {
     kf_buf_printf(&b, "// kforge expert, variant %d: one fused elementwise pass, OpenMP%s.\n", v,
                   v == 0 ? " parallel for simd" : " over blocks of 16384, simd inside");
     kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\nextern \"C\" int kf_expert_ew(");
-    params(&b, n, "__restrict__");
+    kfw_ew_params(&b, n, "__restrict__");
     kf_buf_printf(&b, ") {\n    if (n < 0)\n        return 1;\n");
     if (v == 0) {
         kf_buf_printf(&b, "#pragma omp parallel for simd schedule(static)\n"
@@ -343,7 +343,7 @@ static char *cuda_kernel(const char *body, int n, int v) {
                   v, threads[v], vec[v] == 4 ? "float4 loads and stores" : "scalar loads");
     kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
     kf_buf_printf(&b, "\n__global__ void kf_scalar(");
-    params(&b, n, "__restrict__");
+    kfw_ew_params(&b, n, "__restrict__");
     kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                       "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
                       "i += stride)\n        out[i] = kf_elem(");
@@ -368,7 +368,7 @@ static char *cuda_kernel(const char *body, int n, int v) {
         kf_buf_printf(&b, ");\n");
     }
     kf_buf_printf(&b, "        out[i] = o;\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
-    params(&b, n, "");
+    kfw_ew_params(&b, n, "");
     kf_buf_printf(&b, ") {\n    if (n <= 0)\n        return n < 0;\n    const int threads = %d;\n",
                   threads[v]);
     if (vec[v] == 4) {
@@ -398,16 +398,22 @@ char *kfw_ew_kernel(const char *backend, const char *body, int n_inputs, int v) 
                                         : cpu_kernel(body, n_inputs, v);
 }
 
+void kfw_ew_model_head(struct kf_buf *b, const char *doc, const char *helpers, int n) {
+    kf_buf_printf(b,
+                  "\"\"\"Written by the kforge expert policy: %s.\"\"\"\n\n"
+                  "import kforge_runtime as kr\nimport torch\nimport torch.nn as nn\n\n\n%s"
+                  "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
+                  "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self",
+                  doc, helpers);
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, ", x%d", k);
+    kf_buf_printf(b, "):\n");
+}
+
 char *kfw_ew_model(int n) {
     struct kf_buf b = {0};
-    kf_buf_printf(
-        &b, "\"\"\"Written by the kforge expert policy: one fused elementwise kernel.\"\"\"\n\n"
-            "import kforge_runtime as kr\nimport torch\nimport torch.nn as nn\n\n\n"
-            "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
-            "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, ", x%d", k);
-    kf_buf_printf(&b, "):\n        out = torch.empty_like(x0)\n        self.k.kf_expert_ew(");
+    kfw_ew_model_head(&b, "one fused elementwise kernel", "", n);
+    kf_buf_printf(&b, "        out = torch.empty_like(x0)\n        self.k.kf_expert_ew(");
     for (int k = 0; k < n; k++)
         kf_buf_printf(&b, "x%d, ", k);
     kf_buf_printf(&b, "out, out.numel())\n        return out\n");
