@@ -18,7 +18,7 @@ C_FILES   = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
 help:
 	@echo "make deps      install Debian packages and .venv (idempotent)"
-	@echo "make run       the main job: evaluate the example candidates (cuda if a GPU is visible, else cpu)"
+	@echo "make run       the main job: start the stack, optimize every example task with the expert policy (cuda if a GPU is visible, else cpu), print the table"
 	@echo "make test      every suite that runs without a GPU"
 	@echo "make test-gpu  the suites that need a GPU (GPU host: KFORGE_NO_DEPS=1 KFORGE_JAIL_PREBUILT=1 PY=python3)"
 	@echo "make bench     benchmarks (see bench/README.md)"
@@ -49,6 +49,7 @@ bench: build
 	@$(PY) bench/harness_bench.py
 	@bash bench/service_bench.sh
 	@$(PY) bench/episode_bench.py
+	@$(PY) bench/expert_bench.py
 
 bundle: build
 	@bash scripts/bundle.sh

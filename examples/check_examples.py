@@ -1,6 +1,7 @@
 """Checks the example tasks and their native candidates.
 
-For every task in examples/tasks/:
+For every task in examples/tasks/ that has hand-written candidates (examples/candidates/<task>/;
+the tasks without one are left to the expert policy and skipped here):
 
 * cpu: builds examples/candidates/<task>/cpu/kernels/*.cpp with the harness's g++ command (which
   adds -Wall; any warning fails), loads ModelNew through kforge_runtime (KFORGE_BACKEND=cpu),
@@ -303,6 +304,10 @@ def main() -> int:
     task_paths = sorted(TASKS.glob("*.py"))
     if args.tasks:
         task_paths = [p for p in task_paths if p.stem in set(args.tasks)]
+    for p in task_paths:
+        if not (CANDIDATES / p.stem).is_dir():
+            print(f"  {p.stem}: no hand-written candidate (left to the expert policy), skipped")
+    task_paths = [p for p in task_paths if (CANDIDATES / p.stem).is_dir()]
     if not task_paths:
         print("no tasks found", file=sys.stderr)
         return 2

@@ -1,13 +1,14 @@
 """Runs the example tasks and their cuda candidates on a GPU (the counterpart of check_examples.py).
 
-For every task in examples/tasks/ (KFORGE_BACKEND=cuda, the task's full cuda sizes): builds
-examples/candidates/<task>/cuda/kernels/*.cu with the harness's nvcc command, loads ModelNew
-through kforge_runtime, copies the reference's state_dict into it, compares it with eager
-PyTorch (TF32 off) on get_inputs() and on signed / wide / heavy-tailed draws of the same shapes
-with torch.allclose(atol=1e-4, rtol=1e-4) or the task's TOLERANCE, then on the extra shapes of
-odd_shapes.py (other sizes, lengths not a multiple of 4, inputs that are not 16-byte aligned),
-and times both with CUDA events (median of 20 calls after warm-up; the inputs are far larger
-than L2).
+For every task in examples/tasks/ that has hand-written candidates (examples/candidates/<task>/;
+the others are left to the expert policy and skipped), with KFORGE_BACKEND=cuda (the task's full
+cuda sizes): builds examples/candidates/<task>/cuda/kernels/*.cu with the harness's nvcc command,
+loads ModelNew through kforge_runtime, copies the reference's state_dict into it, compares it
+with eager PyTorch (TF32 off) on get_inputs() and on signed / wide / heavy-tailed draws of the
+same shapes with torch.allclose(atol=1e-4, rtol=1e-4) or the task's TOLERANCE, then on the
+extra shapes of odd_shapes.py (other sizes, lengths not a multiple of 4, inputs that are not
+16-byte aligned), and times both with CUDA events (median of 20 calls after warm-up; the inputs
+are far larger than L2).
 
 Run on a machine with an NVIDIA GPU and nvcc:  python3 examples/check_examples_cuda.py [task ...]
 Exits non-zero if anything fails.
@@ -141,6 +142,10 @@ def main() -> int:
     paths = sorted(TASKS.glob("*.py"))
     if args.tasks:
         paths = [p for p in paths if p.stem in args.tasks]
+    for p in paths:
+        if not (CANDIDATES / p.stem).is_dir():
+            print(f"  {p.stem}: no hand-written candidate (left to the expert policy), skipped")
+    paths = [p for p in paths if (CANDIDATES / p.stem).is_dir()]
     rows, failed = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for path in paths:

@@ -16,7 +16,7 @@ export KFORGE_PYTHON=${KFORGE_PYTHON:-$(command -v python3)}
   "$dir/kforge/bin/kforge" up --var "$dir/var" --port 0 --gpus "${GPU:-0}"
   echo "up exit $?"
 } 2>&1 | tee "$OUT/service/up.txt"
-timeout "${LIMIT:-480}" python3 scripts/run_examples.py --backend cuda --kforge "$dir/kforge/bin/kforge" \
+timeout "${LIMIT:-480}" python3 scripts/run_examples.py --evaluations --backend cuda --kforge "$dir/kforge/bin/kforge" \
   --var "$dir/var" --budget 1.0 --no-compile --json "$OUT/service/verdicts.json" 2>&1 | tee "$OUT/service/table.txt"
 "$dir/kforge/bin/kforge" status --var "$dir/var" >"$OUT/service/status.txt" 2>&1
 "$dir/kforge/bin/kforge" down --var "$dir/var" >>"$OUT/service/up.txt" 2>&1

@@ -1,12 +1,11 @@
 /* expert.h: the built-in `expert` policy (issue 6), which needs no LLM. It is a policy like any
  * other: each call returns the next assistant message (OpenAI format, with tool calls), and it
  * learns only from what the tools return (it reads the judge's verdicts in structured form:
- * ep->last_verdict). This first version handles chains of elementwise operations of float32
- * inputs that broadcast to the output (activations, arithmetic with scalars, up to 4
- * dimensions): it profiles the reference, writes one
- * fused kernel (C++ with OpenMP on cpu, CUDA with vector loads on cuda) in a few variants,
- * compiles, verifies and profiles each, and submits the fastest correct one. Anything else
- * ends the episode with end_reason `unsupported`, naming the operator. */
+ * ep->last_verdict). It profiles the reference, plans kernels from the operator graph
+ * (expert_plan.h), writes them (C++ with OpenMP on cpu, CUDA on cuda) with model_new.py,
+ * compiles, verifies and profiles them, tries each kernel's variants in turn (keeping the
+ * fastest correct one), and submits the best. What it cannot plan ends the episode with
+ * end_reason `unsupported`, naming the operator. */
 #ifndef KF_EXPERT_H
 #define KF_EXPERT_H
 
@@ -27,33 +26,32 @@ json_t *kfw_expert_next(struct kfw_expert *x, const json_t *last_verdict, char *
 
 struct kf_buf;
 
-/* expert_ew.c: the elementwise plan. From the inspect graph (the `graph` of profile-reference),
- * the C statements of one element (`const float vN = ...;`, reading in0[i].. and ending with
- * `out[i] = vK;`) in *body (owned) and the number of inputs; 0, or -1 with the unsupported
- * operator or shape in detail. */
-int kfw_ew_plan(const json_t *graph, char **body, int *n_inputs, int *bcast, char *detail,
-                size_t detaillen);
+/* expert_ew.c: elementwise code. */
+/* The operator's short name: "torch.nn.functional.gelu" -> "gelu", "_operator.add" -> "add". */
+const char *kfw_short_name(const char *target);
 
-/* The kernel source of variant v (owned) for the backend; NULL when v is past the last. */
-char *kfw_ew_kernel(const char *backend, const char *body, int n_inputs, int v);
+/* A float literal of C for v ("2.0f", "1e-05f") in buf. */
+const char *kfw_ew_lit(double v, char buf[40]);
 
-/* The model_new.py that calls the kernel (owned). */
-char *kfw_ew_model(int n_inputs);
+/* The C expression of elementwise operator op (a short name) with keyword arguments kw over the
+ * operand expressions a and b (nargs of them: 1 or 2) into e; 0, or -1 when op is not one. */
+int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,
+                size_t n);
+
+/* The kernel source of variant v (owned), defining extern "C" fn(in0.., out, n) over a body
+ * (`const float vN = ...;` reading in0[i].. and ending with `out[i] = vK;`) for the backend;
+ * NULL when v is past the last. */
+char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v);
 
 /* "const float *RESTRICT in0, ..., float *RESTRICT out, int64_t n", into b. */
 void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
 
-/* model_new.py up to the body of forward(self, x0, ...): the docstring (doc), the imports,
- * helpers (Python source, may be ""), the class and __init__, into b. */
-void kfw_ew_model_head(struct kf_buf *b, const char *doc, const char *helpers, int n_inputs);
-
-/* The element function `QUAL float kf_elem(float x0, ...)` of a plan's body, into b. */
+/* The element function `QUAL float kf_elem(float x0, ...)` of a body, into b. */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
 
-/* expert_bcast.c: the same when *bcast (inputs that broadcast to the output, at most 4
- * dimensions): kernels taking the output's dims and each input's strides, and the
- * model_new.py that passes them. */
-char *kfw_bcast_kernel(const char *backend, const char *body, int n_inputs, int v);
-char *kfw_bcast_model(int n_inputs);
+/* expert_bcast.c: the same when the inputs broadcast to the output (at most 4 dimensions):
+ * fn(in0.., out, n, d1, d2, d3, s00, s01, s02, s03, s10, ...) with the output's last three dims
+ * and each input's strides in the output's index space (0 where it broadcasts). */
+char *kfw_bcast_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v);
 
 #endif

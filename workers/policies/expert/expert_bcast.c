@@ -35,7 +35,7 @@ static const char SPLIT[] = "        const int64_t i3 = i %% d3;\n"
                             "        const int64_t i1 = t %% d1;\n"
                             "        const int64_t i0 = t / d1;\n";
 
-static char *cpu(const char *body, int n, int v) {
+static char *cpu(const char *fn, const char *body, int n, int v) {
     if (v > 1)
         return NULL;
     struct kf_buf b = {0};
@@ -44,7 +44,7 @@ static char *cpu(const char *body, int n, int v) {
                   "#include <cstdint>\n\n",
                   v, v == 0 ? "one flat OpenMP loop" : "OpenMP over rows, simd along the last dim");
     kfw_ew_elem(&b, body, n, "static inline");
-    kf_buf_printf(&b, "\nextern \"C\" int kf_expert_ew(");
+    kf_buf_printf(&b, "\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "__restrict__");
     dims_params(&b, n);
     kf_buf_printf(&b, ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n"
@@ -72,15 +72,32 @@ static char *cpu(const char *body, int n, int v) {
     return b.data;
 }
 
-static char *cuda(const char *body, int n, int v) {
-    static const int threads[] = {256, 512, 128};
+/* "in0, .., out, n, d1, d2, d3, s00, ..);\n": a launch's arguments */
+static void launch_args(struct kf_buf *b, int n) {
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "in%d, ", k);
+    kf_buf_printf(b, "out, n, d1, d2, d3");
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 4; j++)
+            kf_buf_printf(b, ", s%d%d", k, j);
+    kf_buf_printf(b, ");\n");
+}
+
+/* cuda: variants 0 and 1 walk the output by rows of its last dimension (one division per row,
+ * threads along the row: coalesced when an input's last stride is 1 or 0), falling back to the
+ * flat kernel when rows are short; variant 2 is the flat kernel alone (one index split per
+ * element). */
+static char *cuda(const char *fn, const char *body, int n, int v) {
+    static const int threads[] = {256, 512, 256};
     if (v > 2)
         return NULL;
     struct kf_buf b = {0};
     kf_buf_printf(&b,
-                  "// kforge expert, broadcasting, variant %d: %d threads per block, strided "
-                  "loads.\n#include <cuda_runtime.h>\n#include <cstdint>\n\n",
-                  v, threads[v]);
+                  "// kforge expert, broadcasting, variant %d: %d threads per block, %s.\n"
+                  "#include <cuda_runtime.h>\n#include <cstdint>\n\nnamespace {\n\n",
+                  v, threads[v],
+                  v < 2 ? "rows of the last dimension (the flat kernel for short rows)"
+                        : "flat, strided loads");
     kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
     kf_buf_printf(&b, "\n__global__ void kf_bcast(");
     kfw_ew_params(&b, n, "__restrict__");
@@ -91,55 +108,42 @@ static char *cuda(const char *body, int n, int v) {
     kf_buf_printf(&b, SPLIT);
     kf_buf_printf(&b, "        out[i] = ");
     elem_call(&b, n);
-    kf_buf_printf(&b, ";\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
+    kf_buf_printf(&b, ";\n    }\n}\n\n");
+    if (v < 2) {
+        kf_buf_printf(&b, "__global__ void kf_rows(");
+        kfw_ew_params(&b, n, "__restrict__");
+        dims_params(&b, n);
+        kf_buf_printf(&b,
+                      ") {\n    const int64_t rows = n / d3;\n"
+                      "    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n"
+                      "        const int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
+                      "        for (int64_t i3 = threadIdx.x; i3 < d3; i3 += blockDim.x)\n"
+                      "            out[r * d3 + i3] = ");
+        elem_call(&b, n);
+        kf_buf_printf(&b, ";\n    }\n}\n\n");
+    }
+    kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
     dims_params(&b, n);
     kf_buf_printf(&b,
                   ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n        return n < 0;\n"
-                  "    const int threads = %d;\n    int64_t blocks = (n + threads - 1) / threads;\n"
-                  "    if (blocks > 65535 * 8)\n        blocks = 65535 * 8;\n"
-                  "    kf_bcast<<<(unsigned)blocks, threads, 0, 0>>>(",
+                  "    const int threads = %d;\n",
                   threads[v]);
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "in%d, ", k);
-    kf_buf_printf(&b, "out, n, d1, d2, d3");
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < 4; j++)
-            kf_buf_printf(&b, ", s%d%d", k, j);
-    kf_buf_printf(&b, ");\n    return (int)cudaGetLastError();\n}\n");
+    if (v < 2) {
+        kf_buf_printf(&b, "    if (d3 >= 64) {\n        const int64_t rows = n / d3;\n"
+                          "        const int64_t blocks = rows < 65535 * 16 ? rows : 65535 * 16;\n"
+                          "        kf_rows<<<(unsigned)blocks, threads, 0, 0>>>(");
+        launch_args(&b, n);
+        kf_buf_printf(&b, "        return (int)cudaGetLastError();\n    }\n");
+    }
+    kf_buf_printf(&b, "    int64_t blocks = (n + threads - 1) / threads;\n"
+                      "    if (blocks > 65535 * 8)\n        blocks = 65535 * 8;\n"
+                      "    kf_bcast<<<(unsigned)blocks, threads, 0, 0>>>(");
+    launch_args(&b, n);
+    kf_buf_printf(&b, "    return (int)cudaGetLastError();\n}\n");
     return b.data;
 }
 
-char *kfw_bcast_kernel(const char *backend, const char *body, int n_inputs, int v) {
-    return strcmp(backend, "cuda") == 0 ? cuda(body, n_inputs, v) : cpu(body, n_inputs, v);
-}
-
-char *kfw_bcast_model(int n) {
-    struct kf_buf b = {0};
-    kfw_ew_model_head(
-        &b, "one fused elementwise kernel whose inputs broadcast",
-        "def _broadcast(*shapes):\n"
-        "    rank = max(len(s) for s in shapes)\n    out = []\n"
-        "    for d in range(rank):\n"
-        "        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}\n"
-        "        big = max(sizes)\n"
-        "        if sizes - {1, big}:\n"
-        "            raise ValueError(f\"shapes {shapes} do not broadcast\")\n"
-        "        out.append(big)\n    return out\n\n\n",
-        n);
-    kf_buf_printf(&b, "        xs = (");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "x%d, ", k);
-    kf_buf_printf(&b,
-                  ")\n        shape = _broadcast(*(tuple(x.shape) for x in xs))\n"
-                  "        if len(shape) > 4:\n"
-                  "            raise ValueError(\"more than 4 dimensions\")\n"
-                  "        out = torch.empty(shape, dtype=x0.dtype, device=x0.device)\n"
-                  "        dims = [1] * (4 - len(shape)) + list(shape)\n"
-                  "        strides = []\n        for x in xs:\n"
-                  "            s = list(x.expand(shape).stride())\n"
-                  "            strides += [0] * (4 - len(s)) + s\n"
-                  "        self.k.kf_expert_ew(*xs, out, out.numel(), dims[1], dims[2], dims[3], "
-                  "*strides)\n        return out\n");
-    return b.data;
+char *kfw_bcast_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda(fn, body, n_inputs, v) : cpu(fn, body, n_inputs, v);
 }

@@ -9,29 +9,14 @@
 
 #include "buf.h"
 
-#define MAX_NODES 256
-#define NAME_MAX_ 64
-
 /* The operator's short name: "torch.nn.functional.gelu" -> "gelu", "_operator.add" -> "add". */
-static const char *short_name(const char *target) {
+const char *kfw_short_name(const char *target) {
     const char *dot = strrchr(target, '.');
     return dot ? dot + 1 : target;
 }
 
-struct names {
-    char name[MAX_NODES][NAME_MAX_];
-    int n;
-};
-
-static int find(const struct names *nm, const char *name) {
-    for (int i = 0; i < nm->n; i++)
-        if (strcmp(nm->name[i], name) == 0)
-            return i;
-    return -1;
-}
-
 /* A float literal of C: "2.0f", "0.5f", "1e-05f". */
-static const char *lit(double v, char buf[40]) {
+const char *kfw_ew_lit(double v, char buf[40]) {
     snprintf(buf, 40, "%.9g", v);
     if (!strpbrk(buf, ".e"))
         strcat(buf, ".0");
@@ -39,31 +24,14 @@ static const char *lit(double v, char buf[40]) {
     return buf;
 }
 
-/* An argument as C text: a node's variable or a number. 0, or -1 (unsupported). */
-static int arg_text(const json_t *a, const struct names *nm, char *out, size_t n) {
-    if (json_is_object(a) && json_is_string(json_object_get(a, "node"))) {
-        int k = find(nm, json_string_value(json_object_get(a, "node")));
-        if (k < 0)
-            return -1;
-        snprintf(out, n, "v%d", k);
-        return 0;
-    }
-    if (json_is_number(a)) {
-        char buf[40];
-        snprintf(out, n, "%s", lit(json_number_value(a), buf));
-        return strstr(out, "nan") || strstr(out, "inf") ? -1 : 0;
-    }
-    return -1;
-}
-
 /* The number kwargs[name] (or def) as a float literal in buf. */
 static const char *num_kw(const json_t *kw, const char *name, double def, char buf[40]) {
     const json_t *v = json_object_get(kw, name);
-    return lit(json_is_number(v) ? json_number_value(v) : def, buf);
+    return kfw_ew_lit(json_is_number(v) ? json_number_value(v) : def, buf);
 }
 
 /* One node's expression into e; 0, or -1 (unsupported). a and b are the first two arguments. */
-static int expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,
+int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,
                 size_t n) {
     char k1[40], k2[40];
     if (nargs == 1) {
@@ -139,122 +107,6 @@ static int expr(const char *op, const json_t *kw, const char *a, const char *b, 
     return -1;
 }
 
-/* Whether shape a (an input's) broadcasts to b (the output's): right-aligned, each size equal
- * or 1. */
-static bool broadcasts(const json_t *a, const json_t *b) {
-    size_t na = json_array_size(a), nb = json_array_size(b);
-    if (!json_is_array(a) || !json_is_array(b) || na > nb)
-        return false;
-    for (size_t k = 0; k < na; k++) {
-        json_int_t x = json_integer_value(json_array_get(a, na - 1 - k));
-        json_int_t y = json_integer_value(json_array_get(b, nb - 1 - k));
-        if (x != y && x != 1)
-            return false;
-    }
-    return true;
-}
-
-int kfw_ew_plan(const json_t *g, char **body, int *n_inputs, int *bcast, char *detail,
-                size_t dlen) {
-    *body = NULL;
-    *n_inputs = 0;
-    *bcast = 0;
-    const json_t *nodes = json_object_get(json_object_get(g, "graph"), "nodes");
-    const json_t *inputs = json_object_get(g, "inputs");
-    const json_t *oshape = json_object_get(json_object_get(g, "outputs"), "shape");
-    if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES) {
-        snprintf(detail, dlen, "no operator graph of at most %d nodes", MAX_NODES);
-        return -1;
-    }
-    if (json_array_size(json_object_get(g, "parameters")) ||
-        json_array_size(json_object_get(g, "buffers"))) {
-        snprintf(detail, dlen, "modules with parameters or buffers (not yet)");
-        return -1;
-    }
-    const char *odt = json_string_value(json_object_get(json_object_get(g, "outputs"), "dtype"));
-    if (!json_is_array(oshape) || !odt || strcmp(odt, "float32") != 0) {
-        snprintf(detail, dlen, "an output that is not one float32 tensor (not yet)");
-        return -1;
-    }
-    size_t i;
-    const json_t *in;
-    char shape_err[256] = "";
-    json_array_foreach(inputs, i, in) {
-        const char *dt = json_string_value(json_object_get(in, "dtype"));
-        const json_t *shape = json_object_get(in, "shape");
-        if ((!dt || strcmp(dt, "float32") != 0 || !broadcasts(shape, oshape)) && !shape_err[0])
-            snprintf(shape_err, sizeof(shape_err),
-                     "input %zu: only float32 inputs that broadcast to the output (not yet: %s "
-                     "input, or an output of another shape: a reduction?)",
-                     i, dt ? dt : "a non-tensor"); /* reported unless an operator is named */
-        if (!json_equal(shape, oshape))
-            *bcast = 1;
-    }
-    if (*bcast && json_array_size(oshape) > 4) {
-        snprintf(detail, dlen, "broadcasting over more than 4 dimensions (not yet)");
-        return -1;
-    }
-    struct names *nm = calloc(1, sizeof(*nm));
-    struct kf_buf b = {0};
-    int rc = -1, out = -1;
-    const json_t *node;
-    json_array_foreach(nodes, i, node) {
-        const char *op = json_string_value(json_object_get(node, "op"));
-        const char *name = json_string_value(json_object_get(node, "name"));
-        const char *target = json_string_value(json_object_get(node, "target"));
-        const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
-        if (!nm || !op || !name || !target || nm->n >= MAX_NODES)
-            goto done;
-        snprintf(nm->name[nm->n], NAME_MAX_, "%s", name);
-        if (!strcmp(op, "placeholder")) {
-            kf_buf_printf(&b, "const float v%d = in%d[i];\n", nm->n, *n_inputs);
-            (*n_inputs)++;
-        } else if (!strcmp(op, "output")) {
-            const json_t *a0 = json_array_get(args, 0);
-            int k =
-                json_is_object(a0) ? find(nm, json_string_value(json_object_get(a0, "node"))) : -1;
-            if (k < 0) {
-                snprintf(detail, dlen, "an output that is not one tensor (not yet)");
-                goto done;
-            }
-            out = k;
-            break;
-        } else if (!strcmp(op, "call_function") || !strcmp(op, "call_method")) {
-            const char *s = short_name(target);
-            char a[48] = "", c[48] = "", e[512];
-            size_t na = json_array_size(args);
-            if ((na >= 1 && arg_text(json_array_get(args, 0), nm, a, sizeof(a)) != 0) ||
-                (na >= 2 && arg_text(json_array_get(args, 1), nm, c, sizeof(c)) != 0) || na == 0 ||
-                na > 2 || expr(s, kw, a, c, (int)na, e, sizeof(e)) != 0) {
-                snprintf(detail, dlen, "operator %s (%s) with %zu arguments", target, op, na);
-                goto done;
-            }
-            kf_buf_printf(&b, "const float v%d = %s;\n", nm->n, e);
-        } else {
-            snprintf(detail, dlen, "graph node %s of kind %s (modules are not yet handled)", name,
-                     op);
-            goto done;
-        }
-        nm->n++;
-    }
-    if (out < 0 || *n_inputs == 0) {
-        snprintf(detail, dlen, "a graph without inputs or output");
-        goto done;
-    }
-    if (shape_err[0]) {
-        snprintf(detail, dlen, "%s", shape_err);
-        goto done;
-    }
-    kf_buf_printf(&b, "out[i] = v%d;\n", out);
-    *body = b.data;
-    b.data = NULL;
-    rc = 0;
-done:
-    kf_buf_free(&b);
-    free(nm);
-    return rc;
-}
-
 /* "const float *__restrict__ in0, ..." */
 void kfw_ew_params(struct kf_buf *b, int n, const char *restrict_kw) {
     for (int k = 0; k < n; k++)
@@ -304,13 +156,13 @@ void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
     kf_buf_printf(b, "}\n");
 }
 
-static char *cpu_kernel(const char *body, int n, int v) {
+static char *cpu_kernel(const char *fn, const char *body, int n, int v) {
     if (v > 1)
         return NULL;
     struct kf_buf b = {0};
     kf_buf_printf(&b, "// kforge expert, variant %d: one fused elementwise pass, OpenMP%s.\n", v,
                   v == 0 ? " parallel for simd" : " over blocks of 16384, simd inside");
-    kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\nextern \"C\" int kf_expert_ew(");
+    kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "__restrict__");
     kf_buf_printf(&b, ") {\n    if (n < 0)\n        return 1;\n");
     if (v == 0) {
@@ -331,7 +183,29 @@ static char *cpu_kernel(const char *body, int n, int v) {
     return b.data;
 }
 
-static char *cuda_kernel(const char *body, int n, int v) {
+/* The float4 kernel of a body's element function: four elements per thread and load. */
+static void vec4_kernel(struct kf_buf *b, int n) {
+    kf_buf_printf(b, "__global__ void kf_vec4(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "const float4 *__restrict__ in%d, ", k);
+    kf_buf_printf(b, "float4 *__restrict__ out, int64_t n4) {\n"
+                     "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+                     "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; "
+                     "i += stride) {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "        const float4 a%d = in%d[i];\n", k, k);
+    kf_buf_printf(b, "        float4 o;\n");
+    const char *lanes = "xyzw";
+    for (int l = 0; l < 4; l++) {
+        kf_buf_printf(b, "        o.%c = kf_elem(", lanes[l]);
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, lanes[l]);
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "        out[i] = o;\n    }\n}\n\n");
+}
+
+static char *cuda_kernel(const char *fn, const char *body, int n, int v) {
     static const int threads[] = {256, 512, 128, 256};
     static const int vec[] = {4, 4, 4, 1};
     if (v > 3)
@@ -339,7 +213,7 @@ static char *cuda_kernel(const char *body, int n, int v) {
     struct kf_buf b = {0};
     kf_buf_printf(&b,
                   "// kforge expert, variant %d: one fused elementwise pass, %d threads per "
-                  "block, %s.\n#include <cuda_runtime.h>\n#include <cstdint>\n\n",
+                  "block, %s.\n#include <cuda_runtime.h>\n#include <cstdint>\n\nnamespace {\n\n",
                   v, threads[v], vec[v] == 4 ? "float4 loads and stores" : "scalar loads");
     kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
     kf_buf_printf(&b, "\n__global__ void kf_scalar(");
@@ -349,25 +223,10 @@ static char *cuda_kernel(const char *body, int n, int v) {
                       "i += stride)\n        out[i] = kf_elem(");
     for (int k = 0; k < n; k++)
         kf_buf_printf(&b, "%sin%d[i]", k ? ", " : "", k);
-    kf_buf_printf(&b, ");\n}\n\n__global__ void kf_vec4(");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "const float4 *__restrict__ in%d, ", k);
-    kf_buf_printf(&b,
-                  "float4 *__restrict__ out, int64_t n4) {\n"
-                  "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
-                  "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; "
-                  "i += stride) {\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "        const float4 a%d = in%d[i];\n", k, k);
-    kf_buf_printf(&b, "        float4 o;\n");
-    const char *lanes = "xyzw";
-    for (int l = 0; l < 4; l++) {
-        kf_buf_printf(&b, "        o.%c = kf_elem(", lanes[l]);
-        for (int k = 0; k < n; k++)
-            kf_buf_printf(&b, "%sa%d.%c", k ? ", " : "", k, lanes[l]);
-        kf_buf_printf(&b, ");\n");
-    }
-    kf_buf_printf(&b, "        out[i] = o;\n    }\n}\n\nextern \"C\" int kf_expert_ew(");
+    kf_buf_printf(&b, ");\n}\n\n");
+    if (vec[v] == 4)
+        vec4_kernel(&b, n);
+    kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
     kf_buf_printf(&b, ") {\n    if (n <= 0)\n        return n < 0;\n    const int threads = %d;\n",
                   threads[v]);
@@ -393,29 +252,7 @@ static char *cuda_kernel(const char *body, int n, int v) {
     return b.data;
 }
 
-char *kfw_ew_kernel(const char *backend, const char *body, int n_inputs, int v) {
-    return strcmp(backend, "cuda") == 0 ? cuda_kernel(body, n_inputs, v)
-                                        : cpu_kernel(body, n_inputs, v);
-}
-
-void kfw_ew_model_head(struct kf_buf *b, const char *doc, const char *helpers, int n) {
-    kf_buf_printf(b,
-                  "\"\"\"Written by the kforge expert policy: %s.\"\"\"\n\n"
-                  "import kforge_runtime as kr\nimport torch\nimport torch.nn as nn\n\n\n%s"
-                  "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
-                  "        super().__init__()\n        self.k = kr.load()\n\n    def forward(self",
-                  doc, helpers);
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b, ", x%d", k);
-    kf_buf_printf(b, "):\n");
-}
-
-char *kfw_ew_model(int n) {
-    struct kf_buf b = {0};
-    kfw_ew_model_head(&b, "one fused elementwise kernel", "", n);
-    kf_buf_printf(&b, "        out = torch.empty_like(x0)\n        self.k.kf_expert_ew(");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "x%d, ", k);
-    kf_buf_printf(&b, "out, out.numel())\n        return out\n");
-    return b.data;
+char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda_kernel(fn, body, n_inputs, v)
+                                        : cpu_kernel(fn, body, n_inputs, v);
 }

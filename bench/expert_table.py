@@ -1,0 +1,62 @@
+"""expert_table.py: the table of bench/README.md's expert section from the verdicts of
+tests/agent/test_expert_gpu.py (scripts/gpu_expert.sh on the GPU host: each task's expert plan
+judged by the harness's full `evaluate`, without the service).
+
+    python bench/expert_table.py VERDICTS.jsonl [--backend cuda|cpu]
+
+Each line is {"task", "kernels", "verdict", "graph"}. The hardware's limits (copy bandwidth, fp32
+mm peak) are measured now, on this machine, as expert_bench.py measures them; the work of a task
+(bytes or FLOPs) comes from its graph. Prints the markdown of expert_bench.markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import expert_bench as eb  # noqa: E402
+
+
+def row_of(rec: dict[str, Any]) -> dict[str, Any]:
+    """A row in run_examples' episode_row shape from one judged plan."""
+    v = rec.get("verdict") or {}
+    t = v.get("timing") or {}
+
+    def ms(k: str) -> float | None:
+        return (t.get(k) or {}).get("median_ms")
+
+    ok = v.get("status") == "ok" and bool(v.get("correct"))
+    return {
+        "task": rec["task"],
+        "status": f"{v.get('status')} ({'+'.join(rec.get('kernels') or [])})",
+        "solved": ok,
+        "reward": v.get("reward"),
+        "speedup_vs_eager": v.get("speedup_vs_eager"),
+        "speedup_vs_compile": v.get("speedup_vs_compile"),
+        "candidate_ms": ms("candidate"),
+        "eager_ms": ms("eager"),
+        "compile_ms": ms("compile"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("verdicts")
+    ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
+    args = ap.parse_args(argv)
+    recs = [json.loads(line) for line in Path(args.verdicts).read_text().splitlines() if line.strip()]
+    recs.sort(key=lambda r: r["task"])
+    peaks = eb.measure_peaks(args.backend)
+    rows = [
+        eb.bench_row(row_of(r), eb.task_work(r.get("graph") or {"error": "no graph"}), peaks) for r in recs
+    ]
+    print(eb.markdown(rows, eb.overall(rows), peaks), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

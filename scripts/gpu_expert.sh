@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The expert's plans judged on the GPU host without the service: tests/agent/test_expert_gpu.py
+# (every task of examples/tasks, or TASKS="a b": the expert's cuda plan, variant 0, judged by the
+# harness's full `evaluate`, torch.compile baseline included), PAR at once (builds and checks
+# overlap; timings never do: one GPU lock), stopped after LIMIT seconds. Writes the verdicts to
+# $OUT/expert.jsonl and a table to stdout and $OUT/expert.txt (bench/README.md's figures).
+# Needs build/kforge-bundle.tar.gz (the probe's libjansson) and build/agent-probes carried.
+set -u
+OUT=${OUT:-/tmp/kforge-gpu}
+mkdir -p "$OUT"
+work=$(mktemp -d /tmp/kforge-expert-XXXXXX)
+tar xzf build/kforge-bundle.tar.gz -C "$work" kforge/lib
+export PYTHONPATH="$PWD/workers/harness" KFORGE_GPU_LOCK="$work/gpu0.lock" PYTHONUNBUFFERED=1
+export KFORGE_PROBE_LIBS="$work/kforge/lib" KFORGE_EXPERT_VERDICTS="$OUT/expert.jsonl"
+export KFORGE_EXPERT_BUDGET=${BUDGET:-0.6}
+sel=""
+[ -n "${TASKS:-}" ] && sel="-k $(echo "$TASKS" | sed 's/ / or /g')"
+# shellcheck disable=SC2086
+timeout "${LIMIT:-480}" python3 -m pytest -m gpu -n "${PAR:-4}" -q -p no:cacheprovider -o addopts= \
+    tests/agent/test_expert_gpu.py $sel >"$OUT/expert-pytest.log" 2>&1
+echo "pytest exit status $?" >>"$OUT/expert-pytest.log"
+tail -n 15 "$OUT/expert-pytest.log"
+python3 bench/expert_table.py "$OUT/expert.jsonl" | tee "$OUT/expert.txt"

@@ -1,0 +1,67 @@
+"""The expert's cuda plans on a GPU (make test-gpu): for every task of examples/tasks, the
+candidate the expert writes (build/agent-probes/expert_probe, variant 0) is judged by the
+harness's full `evaluate` on the cuda backend, torch.compile baseline included: it must be
+correct, with no flag. KFORGE_EXPERT_VERDICTS=FILE appends each verdict (with its task) to FILE,
+for the table of scripts/gpu_expert.sh and bench/README.md. KFORGE_PROBE_LIBS: a folder of
+shared libraries the probe needs on a host without them (the bundle's kforge/lib)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+try:
+    import torch
+
+    HAVE_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover - torch is a dependency of the harness
+    HAVE_CUDA = False
+if not HAVE_CUDA:
+    pytestmark = [pytest.mark.gpu, pytest.mark.skip(reason="needs a CUDA GPU")]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
+HARNESS = ROOT / "workers" / "harness"
+TASKS = sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
+
+
+def harness(*args: str, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cuda")
+    p = subprocess.run(
+        [sys.executable, "-m", "kforge_harness", *args], cwd=str(HARNESS), env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
+    task = ROOT / "examples" / "tasks" / f"{name}.py"
+    graph = tmp_path / "graph.json"
+    info = harness("inspect", "--task", str(task), "--backend", "cuda", timeout=300)
+    graph.write_text(json.dumps(info))
+    env = dict(os.environ)
+    if os.environ.get("KFORGE_PROBE_LIBS"):
+        env["LD_LIBRARY_PATH"] = os.environ["KFORGE_PROBE_LIBS"]
+    cand = tmp_path / "cand"
+    p = subprocess.run([str(PROBE), "cuda", str(graph), str(cand)], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    assert plan["ok"], plan["detail"]
+    budget = os.environ.get("KFORGE_EXPERT_BUDGET", "0.6")
+    v = harness("evaluate", "--task", str(task), "--candidate", str(cand), "--backend", "cuda", "--budget", budget,
+                timeout=800)  # fmt: skip
+    if os.environ.get("KFORGE_EXPERT_VERDICTS"):
+        with open(os.environ["KFORGE_EXPERT_VERDICTS"], "a", encoding="utf-8") as f:
+            kinds = [s["kind"] for s in plan["steps"]]
+            f.write(json.dumps({"task": name, "kernels": kinds, "verdict": v, "graph": info}) + "\n")
+    assert v["status"] == "ok" and v["correct"], (v["status"], v.get("message"), v.get("checks"))
+    assert v["flags"] == [] and v["reward"] >= 1, v

@@ -1,0 +1,139 @@
+/* expert_model.c: what a plan writes: model_new.py (the module's parameters declared under the
+ * reference's names, so that the judge's state_dict loads into them, and forward() calling the
+ * steps in order) and each step's kernel file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert.h"
+#include "expert_ops.h"
+#include "expert_plan.h"
+
+/* Module-level helpers of every model_new.py: metadata only (shapes, strides, allocation). */
+static const char HELPERS[] =
+    "_DTYPES = {\n"
+    "    \"float32\": torch.float32,\n"
+    "    \"float64\": torch.float64,\n"
+    "    \"float16\": torch.float16,\n"
+    "    \"bfloat16\": torch.bfloat16,\n"
+    "    \"int64\": torch.int64,\n"
+    "    \"int32\": torch.int32,\n"
+    "    \"bool\": torch.bool,\n"
+    "}\n\n\n"
+    "def _declare(root, name, shape, dtype, parameter):\n"
+    "    \"\"\"An empty parameter or buffer at the reference's dotted name; the judge loads\n"
+    "    the reference's values into it (state_dict).\"\"\"\n"
+    "    *path, leaf = name.split(\".\")\n"
+    "    m = root\n"
+    "    for part in path:\n"
+    "        if part not in m._modules:\n"
+    "            m.add_module(part, nn.Module())\n"
+    "        m = m._modules[part]\n"
+    "    t = torch.empty(shape, dtype=_DTYPES[dtype])\n"
+    "    if parameter:\n"
+    "        m.register_parameter(leaf, nn.Parameter(t, requires_grad=False))\n"
+    "    else:\n"
+    "        m.register_buffer(leaf, t)\n\n\n"
+    "def _alloc(shape, like, dtype=torch.float32):\n"
+    "    return torch.empty(tuple(shape), dtype=dtype, device=like.device)\n\n\n"
+    "def _broadcast(*xs):\n"
+    "    shapes = [tuple(x.shape) for x in xs]\n"
+    "    rank = max(len(s) for s in shapes)\n"
+    "    out = []\n"
+    "    for d in range(rank):\n"
+    "        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}\n"
+    "        big = max(sizes)\n"
+    "        if sizes - {1, big}:\n"
+    "            raise ValueError(f\"shapes {shapes} do not broadcast\")\n"
+    "        out.append(big)\n"
+    "    return out\n\n\n"
+    "def _dims4(t):\n"
+    "    if t.dim() > 4:\n"
+    "        raise ValueError(\"broadcasting over more than 4 dimensions\")\n"
+    "    d = [1] * (4 - t.dim()) + list(t.shape)\n"
+    "    return d[1], d[2], d[3]\n\n\n"
+    "def _strides4(t, *xs):\n"
+    "    out = []\n"
+    "    for x in xs:\n"
+    "        s = list(x.expand(t.shape).stride())\n"
+    "        out += [0] * (4 - len(s)) + s\n"
+    "    return out\n\n\n"
+    "def _geom(shape, dims, keepdim):\n"
+    "    \"\"\"(outer, reduced, inner, output shape) of a reduction over dims (None: all),\n"
+    "    which must be adjacent.\"\"\"\n"
+    "    n = len(shape)\n"
+    "    ds = sorted({d % n for d in dims}) if dims is not None and n else list(range(n))\n"
+    "    if ds and ds != list(range(ds[0], ds[-1] + 1)):\n"
+    "        raise ValueError(f\"reduction over dims {dims} that are not adjacent\")\n"
+    "    if not ds:\n"
+    "        return 1, 1, 1, list(shape)\n"
+    "    outer = math.prod(shape[: ds[0]])\n"
+    "    red = math.prod(shape[ds[0] : ds[-1] + 1])\n"
+    "    inner = math.prod(shape[ds[-1] + 1 :])\n"
+    "    out = [1 if i in ds else s for i, s in enumerate(shape)] if keepdim else [\n"
+    "        s for i, s in enumerate(shape) if i not in ds\n"
+    "    ]\n"
+    "    return outer, red, inner, out\n\n\n";
+
+static void declare_all(struct kf_buf *b, const json_t *list, int parameter) {
+    size_t i;
+    const json_t *t;
+    json_array_foreach(list, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *dt = json_string_value(json_object_get(t, "dtype"));
+        kf_buf_printf(b, "        _declare(self, \"%s\", (", name ? name : "");
+        size_t j;
+        const json_t *d;
+        json_array_foreach(json_object_get(t, "shape"), j, d) {
+            kf_buf_printf(b, "%lld, ", (long long)json_integer_value(d));
+        }
+        kf_buf_printf(b, "), \"%s\", %s)\n", dt ? dt : "float32", parameter ? "True" : "False");
+    }
+}
+
+char *kfx_plan_model(const struct kfx_plan *p) {
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "\"\"\"Written by the kforge expert policy: %d kernel%s planned from the "
+                  "operator graph.\"\"\"\n\nimport math\n\nimport kforge_runtime as kr\nimport "
+                  "torch\nimport torch.nn as nn\n\n\n%s"
+                  "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
+                  "        super().__init__()\n",
+                  p->n_steps, p->n_steps == 1 ? "" : "s", HELPERS);
+    declare_all(&b, json_object_get(p->graph, "parameters"), 1);
+    declare_all(&b, json_object_get(p->graph, "buffers"), 0);
+    kf_buf_printf(&b, "        self.k = kr.load()\n\n    def forward(self");
+    for (int k = 0; k < p->n_inputs; k++)
+        kf_buf_printf(&b, ", x%d", k);
+    kf_buf_printf(&b, "):\n%s", p->fwd && p->fwd->data ? p->fwd->data : "        pass\n");
+    return b.data;
+}
+
+void kfx_step_path(const struct kfx_plan *p, int s, char *out, size_t n) {
+    snprintf(out, n, "kernels/%s.%s", p->step[s].fn,
+             strcmp(p->backend, "cuda") == 0 ? "cu" : "cpp");
+}
+
+char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
+    const struct kfx_step *st = &p->step[s];
+    struct kfx_call c = {.node = st->node, .fn = st->fn, .n_in = st->n_ins, .backend = p->backend};
+    for (int i = 0; i < st->n_ins && i < 4; i++)
+        c.in[i] = st->ins[i];
+    switch (st->kind) {
+    case KFX_EW:
+        return st->bcast ? kfw_bcast_kernel(p->backend, st->fn, st->body, st->n_leaves, v)
+                         : kfw_ew_kernel(p->backend, st->fn, st->body, st->n_leaves, v);
+    case KFX_REDUCE:
+    case KFX_SOFTMAX:
+    case KFX_MOMENTS:
+        return kfx_rows_src(st, p->backend, v);
+    case KFX_GEMM:
+        return kfx_gemm_src(&c, v);
+    case KFX_CONV:
+        return kfx_conv_src(&c, v);
+    case KFX_POOL:
+        return kfx_pool_src(&c, v);
+    }
+    return NULL;
+}

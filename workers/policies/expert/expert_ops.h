@@ -1,0 +1,62 @@
+/* expert_ops.h: the expert's generators for operators backed by a library or a sliding window:
+ * the matmul family, 2-D convolution and 2-D pooling. Each turns one FX node of the `inspect`
+ * graph into (1) the Python lines of ModelNew.forward() that allocate the node's output and call
+ * its kernel, and (2) the kernel's source, in variants. The planner (expert_plan.c) owns the
+ * order of the nodes, the names, the fusion of what comes before and after (a linear layer's or
+ * a convolution's bias is added by the planner's fused elementwise pass, not here), and which
+ * variant is tried when. */
+#ifndef KF_EXPERT_OPS_H
+#define KF_EXPERT_OPS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct kf_buf;
+
+/* One node to generate: every field borrowed from the planner. */
+struct kfx_call {
+    const json_t *node; /* the FX node: op, target, args, kwargs, output; module_type, attrs and
+                           parameters when op is call_module */
+    const char *fn;     /* the extern "C" function to define and call, e.g. "kf_op3" */
+    const char *in[4];  /* Python expressions of the tensor operands, each a contiguous float32
+                           tensor on the backend's device, in the order each kind documents */
+    int n_in;
+    const char *out;     /* the Python local to assign the output tensor to, e.g. "t3" */
+    const char *backend; /* "cuda" or "cpu" */
+};
+
+/* The Python lines (each indented 8 spaces, ending in a newline) appended to py: they compute
+ * the output's shape from the operands' shapes at run time (the judge also runs other shapes),
+ * allocate `out` (torch.empty / new_empty: ModelNew may allocate and take views, never compute)
+ * and call `self.k.<fn>(...)` (kforge_runtime: a tensor passes as a pointer, an int as int64_t,
+ * a float as float). Temporaries are named `<out>_<something>`. 0, or -1 with what is not
+ * supported in detail (e.g. "conv2d with groups 2 (not yet)"). */
+typedef int (*kfx_py_fn)(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+
+/* The source (owned) of kernels/<fn>.cu (cuda) or kernels/<fn>.cpp (cpu), variant v: it defines
+ * `extern "C" int <fn>(...)` (0 on success, a CUDA or library error code otherwise; CUDA work on
+ * stream 0) and keeps every other symbol internal (static or an anonymous namespace), since
+ * several generated files link into one library. NULL when v is past the last variant; variant
+ * 0 always exists. Must compile warning-free with nvcc -O3 -std=c++17 / g++ -O3 -Wall -Wextra
+ * -fopenmp. No TF32 or lower precision: full float32 arithmetic, as the judge demands. */
+typedef char *(*kfx_src_fn)(const struct kfx_call *c, int v);
+
+/* torch.matmul, torch.mm, torch.bmm, `@` (_operator.matmul): in = {a, b}; a [.., M, K] and
+ * b [K, N] or b batched like a. torch.nn.functional.linear and nn.Linear: in = {x, weight},
+ * x [.., K], weight [N, K]: out = x @ weight^T (the bias, if any, is the planner's). */
+int kfx_gemm_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+char *kfx_gemm_src(const struct kfx_call *c, int v);
+
+/* nn.Conv2d or torch.nn.functional.conv2d / torch.conv2d: in = {x, weight}; x [N, C, H, W],
+ * weight [OC, C/groups, KH, KW]; stride, padding, dilation from attrs / args / kwargs; the bias,
+ * if any, is the planner's. */
+int kfx_conv_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+char *kfx_conv_src(const struct kfx_call *c, int v);
+
+/* nn.MaxPool2d / nn.AvgPool2d or torch.nn.functional.max_pool2d / avg_pool2d: in = {x};
+ * x [N, C, H, W]; kernel_size, stride (default: kernel_size), padding, and for avg
+ * count_include_pad (default true) and ceil_mode (default false). */
+int kfx_pool_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+char *kfx_pool_src(const struct kfx_call *c, int v);
+
+#endif

@@ -1,0 +1,481 @@
+/* expert_plan.c: the expert's planner (see expert_plan.h): values, lazy elementwise
+ * expressions, their materialisation as fused kernels, the walk over the graph's nodes. The
+ * operators that are not elementwise are expert_plan_node.c's. */
+#include "expert_plan.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert.h"
+
+void kfx_line(struct kfx_plan *p, const char *fmt, ...) {
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    kf_buf_printf(p->fwd, "        %s\n", line);
+}
+
+static void shape_from(struct kfx_val *v, const json_t *out) {
+    const json_t *shape = json_object_get(out, "shape");
+    v->ndim = 0;
+    size_t i;
+    const json_t *d;
+    json_array_foreach(shape, i, d) {
+        if (v->ndim < KFX_MAX_DIMS)
+            v->shape[v->ndim++] = json_integer_value(d);
+    }
+    const char *dt = json_string_value(json_object_get(out, "dtype"));
+    v->is_int = dt && strcmp(dt, "float32") != 0;
+}
+
+void kfx_set_val(struct kfx_plan *p, int k, const json_t *node, enum kfx_vkind kind,
+                 const char *py) {
+    struct kfx_val *v = &p->val[k];
+    v->kind = kind;
+    snprintf(v->py, sizeof(v->py), "%s", py ? py : "");
+    shape_from(v, json_object_get(node, "output"));
+}
+
+int kfx_set_lazy(struct kfx_plan *p, int k, const json_t *node, const char *expr) {
+    kfx_set_val(p, k, node, KFX_LAZY, NULL);
+    free(p->val[k].expr);
+    p->val[k].expr = strdup(expr);
+    return p->val[k].expr ? 0 : -1;
+}
+
+int kfx_new_val(struct kfx_plan *p, const char *py, const long long *shape, int ndim) {
+    if (p->n_vals >= KFX_MAX_VALS || ndim > KFX_MAX_DIMS)
+        return -1;
+    int k = p->n_vals++;
+    struct kfx_val *v = &p->val[k];
+    memset(v, 0, sizeof(*v));
+    v->kind = KFX_PARAM;
+    snprintf(v->py, sizeof(v->py), "%s", py);
+    v->ndim = ndim;
+    memcpy(v->shape, shape, sizeof(long long) * (size_t)ndim);
+    return k;
+}
+
+struct kfx_step *kfx_add_step(struct kfx_plan *p, enum kfx_skind kind, char *detail, size_t dlen) {
+    if (p->n_steps >= KFX_MAX_STEPS) {
+        snprintf(detail, dlen, "a graph that needs more than %d kernels", KFX_MAX_STEPS);
+        return NULL;
+    }
+    struct kfx_step *st = &p->step[p->n_steps];
+    memset(st, 0, sizeof(*st));
+    st->kind = kind;
+    snprintf(st->fn, sizeof(st->fn), "kf_op%d", p->n_steps);
+    p->n_steps++;
+    return st;
+}
+
+int kfx_arg_val(const struct kfx_plan *p, const json_t *a) {
+    const char *name = json_string_value(json_object_get(a, "node"));
+    if (!json_is_object(a) || !name)
+        return -1;
+    for (int k = p->n_vals - 1; k >= 0; k--) {
+        const json_t *node = p->val[k].node;
+        const char *nn = node ? json_string_value(json_object_get(node, "name")) : NULL;
+        if (nn && strcmp(nn, name) == 0)
+            return k;
+    }
+    return -1;
+}
+
+/* The vals an expression reads: "vN" tokens. */
+static int refs(const char *e, int *out, int max) {
+    int n = 0;
+    for (const char *q = e; *q; q++) {
+        if (*q == 'v' && isdigit((unsigned char)q[1]) &&
+            (q == e || !(isalnum((unsigned char)q[-1]) || q[-1] == '_'))) {
+            char *end;
+            long k = strtol(q + 1, &end, 10);
+            if (n < max)
+                out[n++] = (int)k;
+            q = end - 1;
+        }
+    }
+    return n;
+}
+
+struct chain {
+    bool lazy[KFX_MAX_VALS];
+    int leaf[KFX_MAX_LEAVES];
+    int n_leaves;
+};
+
+/* Marks what lazy val v reads, down to its materialised leaves. 0, or -1 (too many leaves, or
+ * an integer or tuple among them). */
+static int walk(const struct kfx_plan *p, int v, struct chain *c) {
+    const struct kfx_val *x = &p->val[v];
+    if (x->kind == KFX_LAZY) {
+        if (c->lazy[v])
+            return 0;
+        c->lazy[v] = true;
+        int r[64];
+        int n = refs(x->expr, r, 64);
+        for (int i = 0; i < n; i++)
+            if (r[i] < 0 || r[i] >= p->n_vals || walk(p, r[i], c) != 0)
+                return -1;
+        return 0;
+    }
+    if (x->kind == KFX_TUPLE || x->is_int)
+        return -1;
+    for (int i = 0; i < c->n_leaves; i++)
+        if (c->leaf[i] == v)
+            return 0;
+    if (c->n_leaves >= KFX_MAX_LEAVES)
+        return -1;
+    c->leaf[c->n_leaves++] = v;
+    return 0;
+}
+
+/* The body computing val v over the chain's leaves, into b. */
+static void chain_body(const struct kfx_plan *p, int v, const struct chain *c, struct kf_buf *b) {
+    for (int i = 0; i < c->n_leaves; i++)
+        kf_buf_printf(b, "const float v%d = in%d[i];\n", c->leaf[i], i);
+    for (int k = 0; k < p->n_vals; k++)
+        if (c->lazy[k])
+            kf_buf_printf(b, "const float v%d = %s;\n", k, p->val[k].expr);
+    kf_buf_printf(b, "out[i] = v%d;\n", v);
+}
+
+static bool same_shape(const struct kfx_val *a, const struct kfx_val *b) {
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, sizeof(long long) * (size_t)a->ndim) == 0;
+}
+
+/* The leaves' Python names, "a, b, " into out. */
+static void leaf_names(const struct kfx_plan *p, const struct chain *c, char *out, size_t n) {
+    out[0] = '\0';
+    for (int i = 0; i < c->n_leaves; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s, ", p->val[c->leaf[i]].py);
+    }
+}
+
+int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
+    struct kfx_val *x = &p->val[v];
+    if (x->kind == KFX_TUPLE) {
+        snprintf(detail, dlen, "a (values, indices) tuple used whole (not yet)");
+        return -1;
+    }
+    if (x->kind != KFX_LAZY)
+        return 0;
+    struct chain *c = calloc(1, sizeof(*c));
+    if (c == NULL || walk(p, v, c) != 0) {
+        snprintf(detail, dlen,
+                 "an elementwise chain of more than %d tensors, or over an integer tensor",
+                 KFX_MAX_LEAVES);
+        free(c);
+        return -1;
+    }
+    int bcast = 0;
+    for (int i = 0; i < c->n_leaves; i++)
+        if (!same_shape(&p->val[c->leaf[i]], x))
+            bcast = 1;
+    if (bcast && x->ndim > 4) {
+        snprintf(detail, dlen, "broadcasting over more than 4 dimensions (not yet)");
+        free(c);
+        return -1;
+    }
+    struct kfx_step *st = kfx_add_step(p, KFX_EW, detail, dlen);
+    if (st == NULL) {
+        free(c);
+        return -1;
+    }
+    struct kf_buf b = {0};
+    chain_body(p, v, c, &b);
+    st->body = b.data;
+    st->n_leaves = c->n_leaves;
+    st->bcast = bcast;
+    char names[1024];
+    leaf_names(p, c, names, sizeof(names));
+    snprintf(x->py, sizeof(x->py), "t%d", v);
+    if (bcast) {
+        kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
+        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", st->fn, names,
+                 x->py, x->py, x->py, x->py, names);
+    } else {
+        kfx_line(p, "%s = _alloc(%s.shape, x0)", x->py, p->val[c->leaf[0]].py);
+        kfx_line(p, "self.k.%s(%s%s, %s.numel())", st->fn, names, x->py, x->py);
+    }
+    x->kind = KFX_TENSOR;
+    free(c);
+    return 0;
+}
+
+int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, size_t n,
+                 char *detail, size_t dlen) {
+    struct kfx_val *x = &p->val[v];
+    if (x->kind == KFX_LAZY) {
+        struct chain *c = calloc(1, sizeof(*c));
+        bool fuse = c != NULL && walk(p, v, c) == 0;
+        for (int i = 0; fuse && i < c->n_leaves; i++)
+            fuse = same_shape(&p->val[c->leaf[i]], x);
+        if (fuse) {
+            struct kf_buf b = {0};
+            chain_body(p, v, c, &b);
+            st->body = b.data;
+            st->n_leaves = c->n_leaves;
+            leaf_names(p, c, leaves, n);
+            free(c);
+            return st->body ? 0 : -1;
+        }
+        free(c);
+        if (kfx_materialise(p, v, detail, dlen) != 0)
+            return -1;
+    }
+    if (x->kind == KFX_TUPLE || x->is_int) {
+        snprintf(detail, dlen, "a reduction over an integer tensor or a tuple (not yet)");
+        return -1;
+    }
+    struct kf_buf b = {0};
+    kf_buf_printf(&b, "const float v%d = in0[i];\nout[i] = v%d;\n", v, v);
+    st->body = b.data;
+    st->n_leaves = 1;
+    snprintf(leaves, n, "%s, ", x->py);
+    return st->body ? 0 : -1;
+}
+
+/* nn module types that are elementwise: the operator's short name. */
+static const char *module_op(const char *type) {
+    static const char *const map[][2] = {
+        {"ReLU", "relu"},
+        {"GELU", "gelu"},
+        {"SiLU", "silu"},
+        {"Sigmoid", "sigmoid"},
+        {"Tanh", "tanh"},
+        {"LeakyReLU", "leaky_relu"},
+        {"ELU", "elu"},
+        {"Softplus", "softplus"},
+        {"Hardswish", "hardswish"},
+        {"Hardtanh", "hardtanh"},
+        {"Hardsigmoid", "hardsigmoid"},
+        {"Identity", "identity"},
+        {"ReLU6", "relu6"},
+        {"Mish", "mish"},
+    };
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(map[i][0], type) == 0)
+            return map[i][1];
+    return NULL;
+}
+
+/* An argument as C text: a val's variable or a number. 0, or -1. */
+static int arg_text(const struct kfx_plan *p, const json_t *a, char *out, size_t n) {
+    if (json_is_number(a) || json_is_boolean(a)) {
+        char buf[40];
+        snprintf(
+            out, n, "%s",
+            kfw_ew_lit(json_is_number(a) ? json_number_value(a) : (double)json_is_true(a), buf));
+        return strstr(out, "nan") || strstr(out, "inf") ? -1 : 0;
+    }
+    int k = kfx_arg_val(p, a);
+    if (k < 0 || p->val[k].kind == KFX_TUPLE || p->val[k].is_int)
+        return -1;
+    snprintf(out, n, "v%d", k);
+    return 0;
+}
+
+/* An elementwise node: val k becomes lazy. 1 handled, 0 not elementwise, -1 unsupported. */
+static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const char *target = json_string_value(json_object_get(node, "target"));
+    const json_t *args = json_object_get(node, "args");
+    json_t *kw = json_deep_copy(json_object_get(node, "kwargs"));
+    const char *s = kfw_short_name(target);
+    if (strcmp(op, "call_module") == 0) {
+        s = module_op(json_string_value(json_object_get(node, "module_type")));
+        json_decref(kw);
+        kw = json_deep_copy(json_object_get(node, "attrs"));
+        json_object_del(kw, "training");
+        json_object_del(kw, "inplace");
+        if (s == NULL) {
+            json_decref(kw);
+            return 0;
+        }
+    }
+    json_object_del(kw, "inplace");
+    size_t na = json_array_size(args);
+    /* torch.clamp(x, lo, hi) and x.clamp(lo, hi): positional bounds as keywords */
+    if ((strcmp(s, "clamp") == 0 || strcmp(s, "clip") == 0) && na >= 2) {
+        json_object_set(kw, "min", json_array_get(args, 1));
+        if (na >= 3)
+            json_object_set(kw, "max", json_array_get(args, 2));
+        na = 1;
+        s = "clamp";
+    }
+    if ((strcmp(s, "leaky_relu") == 0 || strcmp(s, "hardtanh") == 0 || strcmp(s, "elu") == 0) &&
+        na >= 2 && json_is_number(json_array_get(args, 1))) {
+        json_object_set(kw,
+                        strcmp(s, "leaky_relu") == 0 ? "negative_slope"
+                        : strcmp(s, "elu") == 0      ? "alpha"
+                                                     : "min_val",
+                        json_array_get(args, 1));
+        if (na >= 3 && strcmp(s, "hardtanh") == 0)
+            json_object_set(kw, "max_val", json_array_get(args, 2));
+        na = 1;
+    }
+    char a[48] = "", b[48] = "", e[1024];
+    int rc = 0;
+    if (na >= 1 && na <= 2 && arg_text(p, json_array_get(args, 0), a, sizeof(a)) == 0 &&
+        (na < 2 || arg_text(p, json_array_get(args, 1), b, sizeof(b)) == 0)) {
+        if (strcmp(s, "identity") == 0 || strcmp(s, "contiguous") == 0 || strcmp(s, "clone") == 0 ||
+            strcmp(s, "float") == 0) {
+            snprintf(e, sizeof(e), "%s", a);
+            rc = 1;
+        } else if (strcmp(s, "relu6") == 0) {
+            snprintf(e, sizeof(e), "fminf(fmaxf(%s, 0.0f), 6.0f)", a);
+            rc = 1;
+        } else if (strcmp(s, "mish") == 0) {
+            snprintf(e, sizeof(e), "%s * tanhf(%s > 20.0f ? %s : log1pf(expf(%s)))", a, a, a, a);
+            rc = 1;
+        } else if (kfw_ew_expr(s, kw, a, b, (int)na, e, sizeof(e)) == 0) {
+            rc = 1;
+        }
+    }
+    json_decref(kw);
+    if (rc == 1 && kfx_set_lazy(p, k, node, e) != 0)
+        return -1;
+    return rc;
+}
+
+/* A get_attr node: a parameter or buffer of the module. */
+static void attribute(struct kfx_plan *p, const json_t *node, int k) {
+    const char *target = json_string_value(json_object_get(node, "target"));
+    bool buffer = false;
+    size_t i;
+    const json_t *b;
+    json_array_foreach(json_object_get(p->graph, "buffers"), i, b) {
+        const char *n = json_string_value(json_object_get(b, "name"));
+        if (n && strcmp(n, target) == 0)
+            buffer = true;
+    }
+    char py[128];
+    snprintf(py, sizeof(py), "self.get_%s(\"%s\")", buffer ? "buffer" : "parameter", target);
+    kfx_set_val(p, k, node, KFX_PARAM, py);
+}
+
+static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t dlen) {
+    int v = kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0));
+    if (v < 0) {
+        snprintf(detail, dlen, "an output that is not one tensor (not yet)");
+        return -1;
+    }
+    if (p->val[v].kind == KFX_INPUT || p->val[v].kind == KFX_PARAM) {
+        /* returning an input: a copy, through an identity chain */
+        int c = p->n_vals;
+        if (c >= KFX_MAX_VALS)
+            return -1;
+        p->n_vals++;
+        memset(&p->val[c], 0, sizeof(p->val[c]));
+        char e[16];
+        snprintf(e, sizeof(e), "v%d", v);
+        if (kfx_set_lazy(p, c, p->val[v].node, e) != 0)
+            return -1;
+        v = c;
+    }
+    if (kfx_materialise(p, v, detail, dlen) != 0)
+        return -1;
+    kfx_line(p, "return %s", p->val[v].py);
+    return 0;
+}
+
+static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
+    size_t i;
+    const json_t *node;
+    json_array_foreach(nodes, i, node) {
+        const char *op = json_string_value(json_object_get(node, "op"));
+        const char *target = json_string_value(json_object_get(node, "target"));
+        if (!op || !target || p->n_vals >= KFX_MAX_VALS) {
+            snprintf(detail, dlen, "a graph of more than %d nodes", KFX_MAX_VALS);
+            return -1;
+        }
+        if (strcmp(op, "output") == 0)
+            return output(p, node, detail, dlen);
+        int k = p->n_vals++;
+        memset(&p->val[k], 0, sizeof(p->val[k]));
+        p->val[k].node = node;
+        if (strcmp(op, "placeholder") == 0) {
+            char py[16];
+            snprintf(py, sizeof(py), "x%d", p->n_inputs++);
+            kfx_set_val(p, k, node, KFX_INPUT, py);
+            if (p->val[k].is_int) {
+                snprintf(detail, dlen, "input %s is not a float32 tensor (not yet)", target);
+                return -1;
+            }
+            continue;
+        }
+        if (strcmp(op, "get_attr") == 0) {
+            attribute(p, node, k);
+            continue;
+        }
+        int rc = elementwise(p, node, k);
+        if (rc == 0)
+            rc = kfx_plan_anchor(p, node, k, detail, dlen);
+        if (rc == 1)
+            continue;
+        if (rc == 0 || detail[0] == '\0') {
+            const char *mt = json_string_value(json_object_get(node, "module_type"));
+            snprintf(detail, dlen, "operator %s%s%s (%s) with %zu arguments", target,
+                     mt ? " of type " : "", mt ? mt : "", op,
+                     json_array_size(json_object_get(node, "args")));
+        }
+        return -1;
+    }
+    snprintf(detail, dlen, "a graph without an output");
+    return -1;
+}
+
+int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, char *detail,
+                   size_t dlen) {
+    memset(p, 0, sizeof(*p));
+    detail[0] = '\0';
+    snprintf(p->backend, sizeof(p->backend), "%s", backend);
+    p->graph = g;
+    p->fwd = calloc(1, sizeof(*p->fwd));
+    const json_t *nodes = json_object_get(json_object_get(g, "graph"), "nodes");
+    if (p->fwd == NULL || !json_is_array(nodes)) {
+        snprintf(detail, dlen, "no operator graph (the module could not be traced)");
+        return -1;
+    }
+    if (walk_nodes(p, detail, dlen) != 0)
+        return -1;
+    if (p->n_inputs == 0) {
+        snprintf(detail, dlen, "a module without tensor inputs");
+        return -1;
+    }
+    for (int s = 0; s < p->n_steps; s++) {
+        char *src;
+        while ((src = kfx_step_src(p, s, p->step[s].n_variants)) != NULL) {
+            free(src);
+            p->step[s].n_variants++;
+        }
+        if (p->step[s].n_variants == 0) {
+            snprintf(detail, dlen, "no kernel for step %d", s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void kfx_plan_free(struct kfx_plan *p) {
+    for (int k = 0; k < p->n_vals; k++)
+        free(p->val[k].expr);
+    for (int s = 0; s < p->n_steps; s++)
+        free(p->step[s].body);
+    if (p->fwd) {
+        kf_buf_free(p->fwd);
+        free(p->fwd);
+    }
+    memset(p, 0, sizeof(*p));
+}

@@ -1,0 +1,119 @@
+/* expert_plan.h: the expert's plan of a task: the FX graph of `inspect` partitioned into kernels
+ * (steps), run one after the other by a generated model_new.py.
+ *
+ * Elementwise operations are lazy: they stay C expressions over the tensors that feed them and
+ * are fused into one pass when something needs their value in memory (an operator that is not
+ * elementwise, or the output). An operator that reduces (sums, arg-reductions, softmax, the
+ * statistics of a norm) also takes the lazy chain before it as a prologue when that chain's
+ * inputs have its input's shape. Norms become a statistics kernel and a lazy elementwise
+ * normalisation, so whatever follows them (an activation, a residual) fuses into that pass. */
+#ifndef KF_EXPERT_PLAN_H
+#define KF_EXPERT_PLAN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct kf_buf;
+
+#define KFX_MAX_VALS 256
+#define KFX_MAX_STEPS 24
+#define KFX_MAX_LEAVES 12
+#define KFX_MAX_DIMS 8
+
+enum kfx_vkind {
+    KFX_INPUT,  /* a forward() argument: x0, x1.. */
+    KFX_PARAM,  /* a parameter or buffer, or a view of one */
+    KFX_TENSOR, /* the output of a step */
+    KFX_LAZY,   /* an elementwise expression not yet in memory */
+    KFX_TUPLE,  /* (values, indices) of torch.max/min over a dim, until getitem picks one */
+};
+
+/* One value of the graph (a node's result, or a view the plan made). */
+struct kfx_val {
+    enum kfx_vkind kind;
+    char py[128]; /* materialised kinds: the Python expression of the tensor */
+    char *expr;   /* lazy: a C expression of float over vN (N: val indices); owned */
+    int ndim;
+    long long shape[KFX_MAX_DIMS]; /* the graph's shape (from the reference's run) */
+    int is_int;                    /* int64 (arg-reductions): cannot feed elementwise code */
+    const json_t *node;            /* tuple: the max/min node that getitem resolves; borrowed */
+};
+
+enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
+
+/* One kernel of the plan: kernels/kf_op<index>.{cu,cpp}, defining extern "C" kf_op<index>. */
+struct kfx_step {
+    enum kfx_skind kind;
+    char fn[16];
+    /* elementwise (KFX_EW) and the prologue of reductions: a body in expert_ew.c's format
+     * (`const float vN = ...;` reading in0[i]..., ending `out[i] = vK;`) over n_leaves inputs */
+    char *body; /* owned */
+    int n_leaves;
+    int bcast; /* EW: the leaves broadcast to the output (expert_bcast.c's kernels) */
+    /* reductions: the operator ("sum", "mean", "amax", "amin", "argmax", "argmin",
+     * "logsumexp", "softmax", "log_softmax", "moments") */
+    char op[16];
+    const json_t *node; /* GEMM, CONV, POOL: the node for expert_ops.h; borrowed */
+    char ins[4][128];   /* GEMM, CONV, POOL: Python expressions of the operands */
+    int n_ins;
+    int n_variants; /* counted when planned */
+};
+
+struct kfx_plan {
+    char backend[8];
+    struct kfx_val val[KFX_MAX_VALS];
+    int n_vals;
+    struct kfx_step step[KFX_MAX_STEPS];
+    int n_steps;
+    int n_inputs;
+    struct kf_buf *fwd;  /* the body of forward(), Python lines indented 8 spaces; owned */
+    const json_t *graph; /* borrowed */
+};
+
+/* Plans the task whose inspect graph is g for backend "cuda" or "cpu". 0, or -1 with the
+ * operator or shape that is not supported in detail. The plan holds borrowed pointers into g. */
+int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, char *detail,
+                   size_t dlen);
+void kfx_plan_free(struct kfx_plan *p);
+
+/* The complete model_new.py (owned). */
+char *kfx_plan_model(const struct kfx_plan *p);
+
+/* The source (owned) of step s's kernel file in variant v; NULL when v is past its last. */
+char *kfx_step_src(const struct kfx_plan *p, int s, int v);
+
+/* "kernels/kf_op3.cu" for step s, into out. */
+void kfx_step_path(const struct kfx_plan *p, int s, char *out, size_t n);
+
+/* expert_plan_node.c: the planner's handling of one node that is not elementwise (reductions,
+ * softmax, norms, matmuls, convolutions, pooling). 1 when it handled the node (val k is set),
+ * 0 when the node is not one of those, -1 with detail when it is but cannot be done. */
+int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+
+/* expert_plan.c, for expert_plan_node.c: */
+/* The val of argument a (a {"node": NAME} object), or -1. */
+int kfx_arg_val(const struct kfx_plan *p, const json_t *a);
+/* Makes val v usable as a kernel operand: a lazy one is computed by a new EW step. 0 or -1. */
+int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen);
+/* A new step of kind kind with its function name set; NULL (detail set) when there are too
+ * many. */
+struct kfx_step *kfx_add_step(struct kfx_plan *p, enum kfx_skind kind, char *detail, size_t dlen);
+/* The prologue of a reduction over val v: its lazy chain when every input of the chain has
+ * v's shape, else v itself (materialised). Sets st->body, st->n_leaves and the Python names of
+ * the leaves, comma-separated with a trailing ", ", into leaves. 0 or -1. */
+int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, size_t n,
+                 char *detail, size_t dlen);
+/* Sets val k from the node's output shape and dtype, with kind and Python expression. */
+void kfx_set_val(struct kfx_plan *p, int k, const json_t *node, enum kfx_vkind kind,
+                 const char *py);
+/* A lazy val k whose expression is expr (copied). */
+int kfx_set_lazy(struct kfx_plan *p, int k, const json_t *node, const char *expr);
+/* A new val (not a node's) that is a materialised tensor of the given shape; its index or -1. */
+int kfx_new_val(struct kfx_plan *p, const char *py, const long long *shape, int ndim);
+/* Appends a formatted line of forward() (8 spaces are added). */
+void kfx_line(struct kfx_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* expert_rows.c: kernels of the reductions (KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS). */
+char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
+
+#endif

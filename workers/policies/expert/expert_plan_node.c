@@ -1,0 +1,476 @@
+/* expert_plan_node.c: the planner's operators that are not elementwise: reductions over
+ * dimensions, softmax, the norms (statistics kernel + lazy normalisation), and the nodes handed
+ * to expert_ops.h (matmuls, convolutions, pooling) with their bias left lazy. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert.h"
+#include "expert_ops.h"
+#include "expert_plan.h"
+
+/* args[i], else kwargs[name], else NULL */
+static const json_t *arg(const json_t *node, size_t i, const char *name) {
+    const json_t *args = json_object_get(node, "args");
+    if (i < json_array_size(args))
+        return json_array_get(args, i);
+    return name ? json_object_get(json_object_get(node, "kwargs"), name) : NULL;
+}
+
+static bool is(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0)
+            return true;
+    return false;
+}
+
+/* The Python text of a dim argument: "(1,)", "(1, 2)" or "None"; -1 when it is something else. */
+static int dims_text(const json_t *d, char *out, size_t n) {
+    if (d == NULL || json_is_null(d)) {
+        snprintf(out, n, "None");
+        return 0;
+    }
+    if (json_is_integer(d)) {
+        snprintf(out, n, "(%lld,)", (long long)json_integer_value(d));
+        return 0;
+    }
+    if (!json_is_array(d) || json_array_size(d) == 0)
+        return -1;
+    snprintf(out, n, "(");
+    size_t i;
+    const json_t *x;
+    json_array_foreach(d, i, x) {
+        if (!json_is_integer(x))
+            return -1;
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%lld, ", (long long)json_integer_value(x));
+    }
+    size_t len = strlen(out);
+    snprintf(out + len, n - len, ")");
+    return 0;
+}
+
+/* A reduction step over val `in` with operator op: its output in val k. */
+static int reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
+                  const json_t *dim, bool keepdim, char *detail, size_t dlen) {
+    char dims[128];
+    if (dims_text(dim, dims, sizeof(dims)) != 0) {
+        snprintf(detail, dlen, "%s over a dim argument that is not an int or list of ints", op);
+        return -1;
+    }
+    struct kfx_step *st = kfx_add_step(p, KFX_REDUCE, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "%s", op);
+    char leaves[1024];
+    if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
+        return -1;
+    bool arg_ = strncmp(op, "arg", 3) == 0;
+    char out[16];
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    kfx_line(p, "%s_g = _geom(%.*s.shape, %s, %s)", out, (int)strcspn(leaves, ","), leaves, dims,
+             keepdim ? "True" : "False");
+    kfx_line(p, "%s = _alloc(%s_g[3], x0%s)", out, out, arg_ ? ", torch.int64" : "");
+    kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
+    p->val[k].is_int = arg_;
+    return 1;
+}
+
+static bool boolean(const json_t *v) {
+    return json_is_true(v);
+}
+
+/* sum, mean, amax, amin, argmax, argmin, logsumexp, max/min (with a dim: a tuple). */
+static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                     size_t dlen) {
+    static const char *const ops[] = {"sum",    "mean",      "amax", "amin", "argmax",
+                                      "argmin", "logsumexp", "max",  "min",  NULL};
+    if (!is(s, ops))
+        return 0;
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dim = arg(node, 1, "dim");
+    if (in < 0)
+        return -1;
+    if ((!strcmp(s, "max") || !strcmp(s, "min")) && json_is_object(dim)) {
+        /* torch.max(x, y): elementwise */
+        int y = kfx_arg_val(p, dim);
+        if (y < 0)
+            return -1;
+        char e[64];
+        snprintf(e, sizeof(e), "f%sf(v%d, v%d)", s, in, y);
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    }
+    const json_t *kwd = json_object_get(json_object_get(node, "kwargs"), "dtype");
+    if (kwd && !json_is_null(kwd)) {
+        snprintf(detail, dlen, "%s with a dtype argument (not yet)", s);
+        return -1;
+    }
+    bool keepdim = boolean(arg(node, 2, "keepdim"));
+    if (!strcmp(s, "max") || !strcmp(s, "min")) {
+        if (dim == NULL || json_is_null(dim))
+            return reduce(p, node, k, in, !strcmp(s, "max") ? "amax" : "amin", NULL, false, detail,
+                          dlen);
+        kfx_set_val(p, k, node, KFX_TUPLE, "");
+        return 1;
+    }
+    return reduce(p, node, k, in, s, dim, keepdim, detail, dlen);
+}
+
+/* getitem(t, 0 | 1) or getattr(t, "values" | "indices") of a max/min tuple */
+static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int t = kfx_arg_val(p, arg(node, 0, NULL));
+    const json_t *idx = arg(node, 1, NULL);
+    const char *field = json_string_value(idx); /* .values / .indices */
+    if (t < 0 || p->val[t].kind != KFX_TUPLE ||
+        !(json_is_integer(idx) ||
+          (field && (!strcmp(field, "values") || !strcmp(field, "indices")))))
+        return 0;
+    const json_t *mx = p->val[t].node;
+    const char *s = kfw_short_name(json_string_value(json_object_get(mx, "target")));
+    bool is_max = strcmp(s, "max") == 0;
+    bool values = field ? !strcmp(field, "values") : json_integer_value(idx) == 0;
+    int in = kfx_arg_val(p, arg(mx, 0, "input"));
+    if (in < 0)
+        return -1;
+    return reduce(p, node, k, in,
+                  values ? (is_max ? "amax" : "amin") : (is_max ? "argmax" : "argmin"),
+                  arg(mx, 1, "dim"), boolean(arg(mx, 2, "keepdim")), detail, dlen);
+}
+
+static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
+                   char *detail, size_t dlen) {
+    const json_t *dim =
+        module ? json_object_get(json_object_get(node, "attrs"), "dim") : arg(node, 1, "dim");
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
+    if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
+        snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
+        return -1;
+    }
+    struct kfx_step *st = kfx_add_step(p, KFX_SOFTMAX, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "%s", s);
+    char leaves[1024], out[16];
+    if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
+        return -1;
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    kfx_line(p, "%s_g = _geom(%.*s.shape, (%lld,), True)", out, (int)strcspn(leaves, ","), leaves,
+             (long long)json_integer_value(dim));
+    kfx_line(p, "%s = _alloc(%.*s.shape, x0)", out, (int)strcspn(leaves, ","), leaves);
+    kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
+    return 1;
+}
+
+static bool named(const json_t *t, const char *name) {
+    const char *n = json_string_value(json_object_get(t, "name"));
+    return n && strcmp(n, name) == 0;
+}
+
+/* A parameter (or buffer) of the graph as a val, viewed with `ones` trailing unit dims. */
+static int param_val(struct kfx_plan *p, const json_t *a, const char *module_path,
+                     const char *pname, int ones) {
+    int v = -1;
+    char py[160];
+    long long shape[KFX_MAX_DIMS];
+    int nd = 0;
+    if (module_path) {
+        char full[128];
+        snprintf(full, sizeof(full), "%s.%s", module_path, pname);
+        bool buffer = false;
+        size_t i;
+        const json_t *t, *found = NULL;
+        json_array_foreach(json_object_get(p->graph, "parameters"), i, t) {
+            if (named(t, full))
+                found = t;
+        }
+        json_array_foreach(json_object_get(p->graph, "buffers"), i, t) {
+            if (named(t, full)) {
+                found = t;
+                buffer = true;
+            }
+        }
+        if (found == NULL)
+            return -1;
+        snprintf(py, sizeof(py), "self.get_%s(\"%s\")", buffer ? "buffer" : "parameter", full);
+        size_t j;
+        const json_t *d;
+        json_array_foreach(json_object_get(found, "shape"), j, d) {
+            if (nd < KFX_MAX_DIMS)
+                shape[nd++] = json_integer_value(d);
+        }
+    } else {
+        v = kfx_arg_val(p, a);
+        if (v < 0 || p->val[v].kind == KFX_LAZY || p->val[v].is_int)
+            return -1;
+        snprintf(py, sizeof(py), "%s", p->val[v].py);
+        nd = p->val[v].ndim;
+        memcpy(shape, p->val[v].shape, sizeof(long long) * (size_t)nd);
+        if (ones == 0)
+            return v;
+    }
+    if (ones > 0 && nd == 1) {
+        size_t len = strlen(py);
+        snprintf(py + len, sizeof(py) - len, ".view(-1%s)",
+                 ones == 1   ? ", 1"
+                 : ones == 2 ? ", 1, 1"
+                             : ", 1, 1, 1");
+        for (int i = 0; i < ones && nd < KFX_MAX_DIMS; i++)
+            shape[nd++] = 1;
+    }
+    return kfx_new_val(p, py, shape, nd);
+}
+
+/* Appends " * vW" / " + vB" for present affine vals. */
+static void affine(char *e, size_t n, int w, int b) {
+    size_t len = strlen(e);
+    if (w >= 0)
+        snprintf(e + len, n - len, " * v%d", w);
+    len = strlen(e);
+    if (b >= 0)
+        snprintf(e + len, n - len, " + v%d", b);
+}
+
+enum norm { LAYER, BATCH, GROUP };
+
+/* A statistics step over val in: mean and rstd vals of shape stat_shape; their indices. */
+static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long groups, double eps,
+                   int *m, int *r, char *detail, size_t dlen) {
+    const struct kfx_val *x = &p->val[in];
+    int nd = x->ndim;
+    long long shape[KFX_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        shape[i] =
+            (kind == LAYER && i >= nd - L) || (kind == BATCH && i != 1) || (kind == GROUP && i >= 2)
+                ? 1
+                : x->shape[i];
+    int sn = kind == BATCH ? nd - 1 : nd;
+    const long long *sp = kind == BATCH ? shape + 1 : shape;
+    struct kfx_step *st = kfx_add_step(p, KFX_MOMENTS, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "moments");
+    char leaves[1024], lead[160], mp[16], rp[16], e[40];
+    snprintf(e, sizeof(e), "%.9g", eps); /* a Python float */
+    if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
+        return -1;
+    snprintf(lead, sizeof(lead), "%.*s", (int)strcspn(leaves, ","), leaves);
+    *m = kfx_new_val(p, "", sp, sn);
+    *r = kfx_new_val(p, "", sp, sn);
+    if (*m < 0 || *r < 0)
+        return -1;
+    snprintf(mp, sizeof(mp), "t%d", *m);
+    snprintf(rp, sizeof(rp), "t%d", *r);
+    snprintf(p->val[*m].py, sizeof(p->val[*m].py), "%s", mp);
+    snprintf(p->val[*r].py, sizeof(p->val[*r].py), "%s", rp);
+    p->val[*m].kind = p->val[*r].kind = KFX_TENSOR;
+    kfx_line(p, "%s_s = list(%s.shape)", mp, lead);
+    if (kind == LAYER) {
+        kfx_line(p, "%s_b = math.prod(%s_s[len(%s_s) - %d :])", mp, mp, mp, L);
+        kfx_line(p, "%s = _alloc(%s_s[: len(%s_s) - %d] + [1] * %d, x0)", mp, mp, mp, L, L);
+        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p, "self.k.%s(%s%s, %s, 1, %s.numel(), %s_b, 1, %s)", st->fn, leaves, mp, rp, mp,
+                 mp, e);
+    } else if (kind == BATCH) {
+        kfx_line(p, "%s = _alloc(%s_s[1:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
+        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p, "self.k.%s(%s%s, %s, %s_s[0], %s_s[1], math.prod(%s_s[2:]), 1, %s)", st->fn,
+                 leaves, mp, rp, mp, mp, mp, e);
+    } else {
+        kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
+        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p,
+                 "self.k.%s(%s%s, %s, 1, %s_s[0] * %lld, %s_s[1] // %lld * math.prod(%s_s[2:]), "
+                 "%s_s[1] // %lld, %s)",
+                 st->fn, leaves, mp, rp, mp, groups, mp, groups, mp, mp, groups, e);
+    }
+    return 0;
+}
+
+static double num(const json_t *v, double def) {
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+
+static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, const char *mtype,
+                char *detail, size_t dlen) {
+    const json_t *attrs = json_object_get(node, "attrs");
+    const char *path = json_string_value(json_object_get(node, "target"));
+    bool module = mtype != NULL;
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    if (in < 0)
+        return -1;
+    int nd = p->val[in].ndim;
+    enum norm kind;
+    int L = 0, w = -1, b = -1, m, r, ones = 0;
+    long long groups = 1;
+    double eps;
+    bool training = true;
+    const json_t *wa = NULL, *ba = NULL;
+    if (module ? !strcmp(mtype, "LayerNorm") : !strcmp(s, "layer_norm")) {
+        kind = LAYER;
+        const json_t *ns =
+            module ? json_object_get(attrs, "normalized_shape") : arg(node, 1, "normalized_shape");
+        L = json_is_array(ns) ? (int)json_array_size(ns) : 1;
+        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 4, "eps"), 1e-5);
+        wa = arg(node, 2, "weight");
+        ba = arg(node, 3, "bias");
+    } else if (module ? !strncmp(mtype, "BatchNorm", 9) : !strcmp(s, "batch_norm")) {
+        kind = BATCH;
+        ones = nd - 2;
+        training = module ? json_is_true(json_object_get(attrs, "training")) ||
+                                !json_is_true(json_object_get(attrs, "track_running_stats"))
+                          : json_is_true(arg(node, 5, "training"));
+        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 7, "eps"), 1e-5);
+        wa = arg(node, 3, "weight");
+        ba = arg(node, 4, "bias");
+    } else if (module ? !strcmp(mtype, "GroupNorm") : !strcmp(s, "group_norm")) {
+        kind = GROUP;
+        ones = nd - 2;
+        groups = (long long)num(
+            module ? json_object_get(attrs, "num_groups") : arg(node, 1, "num_groups"), 1);
+        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 4, "eps"), 1e-5);
+        wa = arg(node, 2, "weight");
+        ba = arg(node, 3, "bias");
+    } else {
+        return 0;
+    }
+    if (nd < (kind == LAYER ? 1 : 2) || L > nd || groups < 1 || (kind == BATCH && nd > 5)) {
+        snprintf(detail, dlen, "%s on a %d-dimensional input (not yet)", mtype ? mtype : s, nd);
+        return -1;
+    }
+    if (module) {
+        const json_t *params = json_object_get(node, "parameters");
+        if (json_is_array(json_object_get(params, "weight")))
+            w = param_val(p, NULL, path, "weight", ones);
+        if (json_is_array(json_object_get(params, "bias")))
+            b = param_val(p, NULL, path, "bias", ones);
+    } else {
+        if (wa && !json_is_null(wa) && (w = param_val(p, wa, NULL, NULL, ones)) < 0)
+            return -1;
+        if (ba && !json_is_null(ba) && (b = param_val(p, ba, NULL, NULL, ones)) < 0)
+            return -1;
+    }
+    char e[256];
+    if (kind == BATCH && !training) {
+        int rm = module ? param_val(p, NULL, path, "running_mean", ones)
+                        : param_val(p, arg(node, 1, "running_mean"), NULL, NULL, ones);
+        int rv = module ? param_val(p, NULL, path, "running_var", ones)
+                        : param_val(p, arg(node, 2, "running_var"), NULL, NULL, ones);
+        char lit[40];
+        if (rm < 0 || rv < 0)
+            return -1;
+        snprintf(e, sizeof(e), "(v%d - v%d) / sqrtf(v%d + %s)", in, rm, rv, kfw_ew_lit(eps, lit));
+    } else {
+        if (moments(p, in, kind, L, groups, eps, &m, &r, detail, dlen) != 0)
+            return -1;
+        snprintf(e, sizeof(e), "(v%d - v%d) * v%d", in, m, r);
+    }
+    affine(e, sizeof(e), w, b);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+/* A node for expert_ops.h: operands materialised, output in a new tensor, bias lazy. */
+static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind kind, int n_ops,
+                   int bias_ones, char *detail, size_t dlen) {
+    const char *path = json_string_value(json_object_get(node, "target"));
+    bool module = !strcmp(json_string_value(json_object_get(node, "op")), "call_module");
+    int ops[2];
+    for (int i = 0; i < n_ops; i++) {
+        if (module && i == 1) {
+            ops[i] = param_val(p, NULL, path, "weight", 0);
+        } else {
+            ops[i] = kfx_arg_val(p, arg(node, (size_t)i, i == 0 ? "input" : "weight"));
+            if (ops[i] < 0) {
+                const json_t *a = arg(node, (size_t)i, i == 0 ? "input" : "other");
+                ops[i] = kfx_arg_val(p, a);
+            }
+        }
+        if (ops[i] < 0 || kfx_materialise(p, ops[i], detail, dlen) != 0) {
+            if (!detail[0])
+                snprintf(detail, dlen, "%s: an operand that is not a tensor", path);
+            return -1;
+        }
+    }
+    struct kfx_step *st = kfx_add_step(p, kind, detail, dlen);
+    if (st == NULL)
+        return -1;
+    st->node = node;
+    st->n_ins = n_ops;
+    for (int i = 0; i < n_ops; i++)
+        snprintf(st->ins[i], sizeof(st->ins[i]), "%s", p->val[ops[i]].py);
+    int bias = -1;
+    if (bias_ones >= 0) {
+        if (module) {
+            if (json_is_array(json_object_get(json_object_get(node, "parameters"), "bias")))
+                bias = param_val(p, NULL, path, "bias", bias_ones);
+        } else {
+            const json_t *ba = arg(node, 2, "bias");
+            if (ba && !json_is_null(ba) && (bias = param_val(p, ba, NULL, NULL, bias_ones)) < 0) {
+                snprintf(detail, dlen, "%s: a bias that is not a tensor", path);
+                return -1;
+            }
+        }
+    }
+    int outv = k;
+    if (bias >= 0 && (outv = kfx_new_val(p, "", p->val[k].shape, 0)) < 0)
+        return -1;
+    kfx_set_val(p, outv, node, KFX_TENSOR, "");
+    snprintf(p->val[outv].py, sizeof(p->val[outv].py), "t%d", outv);
+    struct kfx_call c = {
+        .node = node, .fn = st->fn, .n_in = n_ops, .out = p->val[outv].py, .backend = p->backend};
+    for (int i = 0; i < n_ops; i++)
+        c.in[i] = st->ins[i];
+    int rc = kind == KFX_GEMM   ? kfx_gemm_py(&c, p->fwd, detail, dlen)
+             : kind == KFX_CONV ? kfx_conv_py(&c, p->fwd, detail, dlen)
+                                : kfx_pool_py(&c, p->fwd, detail, dlen);
+    if (rc != 0)
+        return -1;
+    if (bias >= 0) {
+        char e[64];
+        snprintf(e, sizeof(e), "v%d + v%d", outv, bias);
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    }
+    return 1;
+}
+
+int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
+    const char *mtype = NULL;
+    if (!strcmp(op, "call_module")) {
+        mtype = json_string_value(json_object_get(node, "module_type"));
+        if (mtype == NULL)
+            return 0;
+        if (!strcmp(mtype, "Softmax") || !strcmp(mtype, "LogSoftmax"))
+            return softmax(p, node, k, !strcmp(mtype, "Softmax") ? "softmax" : "log_softmax", true,
+                           detail, dlen);
+        if (!strcmp(mtype, "Linear"))
+            return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+        if (!strcmp(mtype, "Conv2d"))
+            return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
+        if (!strcmp(mtype, "MaxPool2d") || !strcmp(mtype, "AvgPool2d"))
+            return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
+        return norm(p, node, k, s, mtype, detail, dlen);
+    }
+    if (!strcmp(s, "getitem") || !strcmp(s, "getattr"))
+        return getitem(p, node, k, detail, dlen);
+    if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax"))
+        return softmax(p, node, k, s, false, detail, dlen);
+    static const char *const gemm[] = {"matmul", "mm", "bmm", NULL};
+    if (is(s, gemm))
+        return library(p, node, k, KFX_GEMM, 2, -1, detail, dlen);
+    if (!strcmp(s, "linear"))
+        return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+    if (!strcmp(s, "conv2d"))
+        return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
+    if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d"))
+        return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
+    int rc = reduction(p, node, k, s, detail, dlen);
+    if (rc != 0)
+        return rc;
+    return norm(p, node, k, s, NULL, detail, dlen);
+}

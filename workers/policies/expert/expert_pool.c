@@ -1,0 +1,319 @@
+/* expert_pool.c: the expert's generator for 2-D max and average pooling (nn.MaxPool2d,
+ * nn.AvgPool2d, F.max_pool2d, F.avg_pool2d, torch.max_pool2d, torch.avg_pool2d), see
+ * expert_ops.h. The window (kernel_size, stride, padding, dilation for max) and the avg options
+ * (count_include_pad, divisor_override) are constants of the kernel; ceil_mode only changes the
+ * output's size, which the Python lines work out at run time from the input's. Padding counts
+ * as -inf for max (NaN propagates as in PyTorch) and as zeros or nothing for avg. Kernels take
+ * (x, y, planes, h, w, oh, ow), planes being every dim before the last two.
+ * cuda: one thread per output, three block sizes. cpu: OpenMP over planes, or over planes x
+ * output rows. return_indices is not supported.
+ * Nothing is kept between calls: the node is only read, py is the caller's (appended to), and
+ * each source is built in a fresh buffer that the caller owns and frees. */
+#include "expert_ops.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert_args.h"
+
+struct pool_params {
+    bool max;
+    long k[2], s[2], p[2], d[2];
+    bool ceil, count_pad;
+    long divisor; /* divisor_override, 0 when none */
+};
+
+/* Whether node is a 2-D pooling: 1 max, 2 avg, 3 max with indices (refused), 0 neither;
+ * *module for nn.*Pool2d. */
+static int pool_kind(const json_t *node, bool *module) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const char *target = json_string_value(json_object_get(node, "target"));
+    *module = op && !strcmp(op, "call_module");
+    const char *s = NULL;
+    if (*module)
+        s = json_string_value(json_object_get(node, "module_type"));
+    else if (op && target && !strcmp(op, "call_function"))
+        s = kfx_arg_short_name(target);
+    if (!s)
+        return 0;
+    if (!strcmp(s, "MaxPool2d") || !strcmp(s, "max_pool2d"))
+        return 1;
+    if (!strcmp(s, "max_pool2d_with_indices"))
+        return 3;
+    return !strcmp(s, "AvgPool2d") || !strcmp(s, "avg_pool2d") ? 2 : 0;
+}
+
+/* The window's numbers into p; 0, or -1 with what is wrong in detail. */
+static int parse_window(const json_t *node, bool module, struct pool_params *p, const char *name,
+                        char *detail, size_t dlen) {
+    static const long zero[2] = {0, 0}, one[2] = {1, 1};
+    const json_t *dil = p->max ? kfx_arg_param(node, module, 4, "dilation") : NULL;
+    if (kfx_arg_pair(kfx_arg_param(node, module, 1, "kernel_size"), zero, p->k) != 0 ||
+        kfx_arg_pair(kfx_arg_param(node, module, 2, "stride"), p->k, p->s) != 0 ||
+        kfx_arg_pair(kfx_arg_param(node, module, 3, "padding"), zero, p->p) != 0 ||
+        kfx_arg_pair(dil, one, p->d) != 0) {
+        snprintf(detail, dlen,
+                 "pooling %s: kernel_size, stride, padding or dilation not understood", name);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        long reach = (p->k[i] - 1) * p->d[i] + 1; /* the window's extent */
+        if (p->k[i] < 1 || p->s[i] < 1 || p->d[i] < 1 || p->p[i] < 0 ||
+            p->p[i] > (p->max ? reach : p->k[i]) / 2) {
+            snprintf(detail, dlen,
+                     "pooling %s with kernel %ldx%ld, stride %ldx%ld, padding %ldx%ld, dilation "
+                     "%ldx%ld (not valid: padding at most half the kernel)",
+                     name, p->k[0], p->k[1], p->s[0], p->s[1], p->p[0], p->p[1], p->d[0], p->d[1]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The node's parameters into p; 0, or -1 with what is not supported in detail. */
+static int parse(const json_t *node, struct pool_params *p, char *detail, size_t dlen) {
+    bool module;
+    const char *name = kfx_arg_name(node);
+    int kind = pool_kind(node, &module);
+    if (kind == 0) {
+        snprintf(detail, dlen, "node %s is not a 2-D max or avg pooling", name);
+        return -1;
+    }
+    if (kind == 3 ||
+        (kind == 1 && json_is_true(kfx_arg_param(node, module, 6, "return_indices")))) {
+        snprintf(detail, dlen, "max_pool2d %s with return_indices (not supported)", name);
+        return -1;
+    }
+    memset(p, 0, sizeof(*p));
+    p->max = kind == 1;
+    if (parse_window(node, module, p, name, detail, dlen) != 0)
+        return -1;
+    p->ceil = json_is_true(kfx_arg_param(node, module, p->max ? 5 : 4, "ceil_mode"));
+    if (p->max)
+        return 0;
+    const json_t *cip = kfx_arg_param(node, module, 5, "count_include_pad");
+    const json_t *div = kfx_arg_param(node, module, 6, "divisor_override");
+    p->count_pad = cip == NULL || json_is_null(cip) || json_is_true(cip);
+    if (div && !json_is_null(div) && (!json_is_integer(div) || json_integer_value(div) == 0)) {
+        snprintf(detail, dlen, "avg_pool2d %s: divisor_override not understood", name);
+        return -1;
+    }
+    p->divisor = json_is_integer(div) ? (long)json_integer_value(div) : 0;
+    return 0;
+}
+
+/* The output size along dim i (0: height, 1: width) as PyTorch's pooling_output_shape: the
+ * Python lines setting @_<var> from @_<in>. */
+static void out_size(struct kf_buf *t, const struct pool_params *p, int i, const char *var,
+                     const char *in) {
+    long cst = 2 * p->p[i] - p->d[i] * (p->k[i] - 1) - 1 + (p->ceil ? p->s[i] - 1 : 0);
+    kf_buf_printf(t, "        @_%s = (@_%s %c %ld) // %ld + 1%s\n", var, in, cst < 0 ? '-' : '+',
+                  cst < 0 ? -cst : cst, p->s[i], p->ceil ? "  # ceil_mode" : "");
+    if (p->ceil)
+        kf_buf_printf(t,
+                      "        if (@_%s - 1) * %ld >= @_%s + %ld:  # the last window starts in the "
+                      "padding\n"
+                      "            @_%s -= 1\n",
+                      var, p->s[i], in, p->p[i], var);
+}
+
+int kfx_pool_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen) {
+    struct pool_params p;
+    if (parse(c->node, &p, detail, dlen) != 0)
+        return -1;
+    if (kfx_arg_operands(c, 1, "pooling", "", detail, dlen) != 0)
+        return -1;
+    struct kf_buf t = {0};
+    kf_buf_printf(&t, "        @_x = `0\n"
+                      "        if @_x.dim() not in (3, 4):\n"
+                      "            raise ValueError(f\"$: 2-D pooling of {tuple(@_x.shape)}: a 3-D "
+                      "or 4-D input only\")\n"
+                      "        @_h, @_w = @_x.shape[-2], @_x.shape[-1]\n");
+    out_size(&t, &p, 0, "oh", "h");
+    out_size(&t, &p, 1, "ow", "w");
+    kf_buf_printf(&t, "        if @_oh <= 0 or @_ow <= 0:\n"
+                      "            raise ValueError(f\"$: 2-D pooling of {tuple(@_x.shape)}: the "
+                      "output would be empty\")\n"
+                      "        @ = @_x.new_empty((*@_x.shape[:-2], @_oh, @_ow))\n"
+                      "        self.k.$(@_x, @, @_x.shape[:-2].numel(), @_h, @_w, @_oh, @_ow)\n");
+    return kfx_arg_emit(py, &t, c);
+}
+
+/* ---- the generated sources ---- */
+
+/* The window's constants and `QUAL float window(in, h, w, oy, ox)`: one output of one plane. */
+static void window_fn(struct kf_buf *b, const struct pool_params *p, const char *qual) {
+    kf_buf_printf(b,
+                  "constexpr int64_t KH = %ld, KW = %ld, SH = %ld, SW = %ld, PH = %ld, PW = %ld, "
+                  "DH = %ld, DW = %ld;\n",
+                  p->k[0], p->k[1], p->s[0], p->s[1], p->p[0], p->p[1], p->d[0], p->d[1]);
+    if (!p->max)
+        kf_buf_printf(b,
+                      "constexpr bool kCountPad = %s; // count_include_pad\n"
+                      "constexpr int64_t kDivisor = %ld; // divisor_override, 0: none\n",
+                      p->count_pad ? "true" : "false", p->divisor);
+    kf_buf_printf(b,
+                  "\n// Output (oy, ox) of the plane at in (h x w).\n"
+                  "%s float window(const float *__restrict in, int64_t h, int64_t w, int64_t oy, "
+                  "int64_t ox) {\n"
+                  "    const int64_t y0 = oy * SH - PH, x0 = ox * SW - PW;\n"
+                  "    const bool inside = y0 >= 0 && y0 + (KH - 1) * DH < h && x0 >= 0 && "
+                  "x0 + (KW - 1) * DW < w;\n",
+                  qual);
+    if (p->max) {
+        kf_buf_printf(
+            b, "%s",
+            "    float m = -INFINITY; // padding never wins\n"
+            "    for (int64_t i = 0; i < KH; ++i) {\n"
+            "        const int64_t yy = y0 + i * DH;\n"
+            "        if (!inside && (yy < 0 || yy >= h))\n"
+            "            continue;\n"
+            "        for (int64_t j = 0; j < KW; ++j) {\n"
+            "            const int64_t xx = x0 + j * DW;\n"
+            "            if (!inside && (xx < 0 || xx >= w))\n"
+            "                continue;\n"
+            "            const float v = in[yy * w + xx];\n"
+            "            m = (v > m || v != v) ? v : m; // NaN propagates, as in PyTorch\n"
+            "        }\n"
+            "    }\n"
+            "    return m;\n"
+            "}\n\n");
+        return;
+    }
+    kf_buf_printf(b, "%s",
+                  "    if (inside) {\n"
+                  "        float s = 0.0f;\n"
+                  "        for (int64_t i = 0; i < KH; ++i) {\n"
+                  "            for (int64_t j = 0; j < KW; ++j)\n"
+                  "                s += in[(y0 + i) * w + x0 + j];\n"
+                  "        }\n"
+                  "        return s / static_cast<float>(kDivisor != 0 ? kDivisor : KH * KW);\n"
+                  "    }\n"
+                  "    // as PyTorch: the padded window's size, then the part inside the image\n"
+                  "    const int64_t y1 = y0 + KH < h + PH ? y0 + KH : h + PH;\n"
+                  "    const int64_t x1 = x0 + KW < w + PW ? x0 + KW : w + PW;\n"
+                  "    const int64_t padded = (y1 - y0) * (x1 - x0);\n"
+                  "    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;\n"
+                  "    const int64_t yb = y1 < h ? y1 : h, xb = x1 < w ? x1 : w;\n"
+                  "    float s = 0.0f;\n"
+                  "    for (int64_t yy = ya; yy < yb; ++yy) {\n"
+                  "        for (int64_t xx = xa; xx < xb; ++xx)\n"
+                  "            s += in[yy * w + xx];\n"
+                  "    }\n"
+                  "    const int64_t div = kDivisor != 0 ? kDivisor\n"
+                  "                        : kCountPad   ? padded\n"
+                  "                                      : (yb - ya) * (xb - xa);\n"
+                  "    return s / static_cast<float>(div);\n"
+                  "}\n\n");
+}
+
+static void head(struct kf_buf *b, const struct kfx_call *c, const struct pool_params *p,
+                 const char *how) {
+    kf_buf_printf(b,
+                  "// kforge expert: %s, 2-D %s pooling (window %ldx%ld, stride %ldx%ld, padding "
+                  "%ldx%ld, dilation %ldx%ld), %s.\n"
+                  "// y[plane][oy][ox] from x[plane] (h x w) for every plane (the dims before the "
+                  "last two).\n"
+                  "#include <cmath>\n#include <cstdint>\n",
+                  c->fn, p->max ? "max" : "average", p->k[0], p->k[1], p->s[0], p->s[1], p->p[0],
+                  p->p[1], p->d[0], p->d[1], how);
+}
+
+static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int v) {
+    static const int threads[] = {256, 128, 512};
+    if (v < 0 || v > 2)
+        return NULL;
+    struct kf_buf b = {0};
+    char how[96];
+    snprintf(how, sizeof(how), "variant %d: one thread per output, %d threads per block", v,
+             threads[v]);
+    head(&b, c, p, how);
+    kf_buf_printf(&b, "#include <cuda_runtime.h>\n\nnamespace {\n\nconstexpr int kThreads = %d;\n",
+                  threads[v]);
+    window_fn(&b, p, "__device__ __forceinline__");
+    kf_buf_printf(
+        &b,
+        "__global__ void pool(const float *__restrict__ x, float *__restrict__ y, int64_t h, "
+        "int64_t w,\n"
+        "                     int64_t oh, int64_t ow, int64_t total) {\n"
+        "    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;\n"
+        "    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < "
+        "total;\n"
+        "         i += stride) {\n"
+        "        const int64_t ox = i %% ow, oy = (i / ow) %% oh, plane = i / (ow * oh);\n"
+        "        y[i] = window(x + plane * h * w, h, w, oy, ox);\n"
+        "    }\n"
+        "}\n\n"
+        "} // namespace\n\n"
+        "extern \"C\" int %s(const float *x, float *y, int64_t planes, int64_t h, int64_t w, "
+        "int64_t oh,\n"
+        "        int64_t ow) {\n"
+        "    if (planes < 0 || h < 0 || w < 0 || oh < 0 || ow < 0)\n"
+        "        return (int)cudaErrorInvalidValue;\n"
+        "    if (planes == 0 || oh == 0 || ow == 0)\n"
+        "        return (int)cudaGetLastError();\n"
+        "    const int64_t total = planes * oh * ow;\n"
+        "    int64_t blocks = (total + kThreads - 1) / kThreads;\n"
+        "    blocks = blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20);\n"
+        "    pool<<<(unsigned)blocks, kThreads, 0, 0>>>(x, y, h, w, oh, ow, total);\n"
+        "    return (int)cudaGetLastError();\n"
+        "}\n",
+        c->fn);
+    return b.data;
+}
+
+static char *cpu_src(const struct kfx_call *c, const struct pool_params *p, int v) {
+    if (v < 0 || v > 1)
+        return NULL;
+    struct kf_buf b = {0};
+    head(&b, c, p,
+         v == 0 ? "variant 0: OpenMP over planes" : "variant 1: OpenMP over planes x output rows");
+    kf_buf_printf(&b, "\nnamespace {\n\n");
+    window_fn(&b, p, "inline");
+    kf_buf_printf(&b,
+                  "} // namespace\n\n"
+                  "extern \"C\" int %s(const float *__restrict x, float *__restrict y, int64_t "
+                  "planes, int64_t h,\n"
+                  "        int64_t w, int64_t oh, int64_t ow) {\n"
+                  "    if (planes < 0 || h < 0 || w < 0 || oh < 0 || ow < 0)\n"
+                  "        return 1;\n"
+                  "    if (planes == 0 || oh == 0 || ow == 0)\n"
+                  "        return 0;\n",
+                  c->fn);
+    if (v == 0)
+        kf_buf_printf(&b, "%s",
+                      "#pragma omp parallel for schedule(static)\n"
+                      "    for (int64_t plane = 0; plane < planes; ++plane) {\n"
+                      "        const float *in = x + plane * h * w;\n"
+                      "        float *out = y + plane * oh * ow;\n"
+                      "        for (int64_t oy = 0; oy < oh; ++oy) {\n"
+                      "            for (int64_t ox = 0; ox < ow; ++ox)\n"
+                      "                out[oy * ow + ox] = window(in, h, w, oy, ox);\n"
+                      "        }\n"
+                      "    }\n"
+                      "    return 0;\n"
+                      "}\n");
+    else
+        kf_buf_printf(&b, "%s",
+                      "#pragma omp parallel for schedule(static)\n"
+                      "    for (int64_t row = 0; row < planes * oh; ++row) {\n"
+                      "        const float *in = x + (row / oh) * h * w;\n"
+                      "        const int64_t oy = row % oh;\n"
+                      "        for (int64_t ox = 0; ox < ow; ++ox)\n"
+                      "            y[row * ow + ox] = window(in, h, w, oy, ox);\n"
+                      "    }\n"
+                      "    return 0;\n"
+                      "}\n");
+    return b.data;
+}
+
+char *kfx_pool_src(const struct kfx_call *c, int v) {
+    struct pool_params p;
+    char detail[256];
+    if (parse(c->node, &p, detail, sizeof(detail)) != 0)
+        return NULL;
+    return strcmp(c->backend, "cuda") == 0 ? cuda_src(c, &p, v) : cpu_src(c, &p, v);
+}

@@ -1,0 +1,461 @@
+/* expert_rows.c: the expert's kernels that reduce along a dimension: reductions (sum, mean,
+ * amax, amin, argmax, argmin, logsumexp), softmax and log-softmax, and the moments (mean and
+ * 1/std) of the norms. The input is read through the step's prologue (kf_elem over its
+ * leaves, all of the input's shape), so an elementwise chain before the reduction costs no pass.
+ *
+ * Geometry, passed at every call by model_new.py (_geom): the input is [outer, red, inner];
+ * the reduction runs over red. On cuda a row (inner == 1) is reduced by one block with warp
+ * shuffles; otherwise one thread walks one column. The moments kernel reads [A, G, B] and
+ * reduces each g over A and B in double precision, writing its result rep times. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert.h"
+#include "expert_plan.h"
+
+/* Appends tmpl with @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (the
+ * block size) replaced. */
+static void put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads) {
+    for (const char *q = tmpl; *q;) {
+        if (strncmp(q, "@IN@", 4) == 0) {
+            for (int k = 0; k < st->n_leaves; k++)
+                kf_buf_printf(b, "const float *__restrict__ in%d, ", k);
+            q += 4;
+        } else if (strncmp(q, "@ARGS@", 6) == 0) {
+            for (int k = 0; k < st->n_leaves; k++)
+                kf_buf_printf(b, "in%d, ", k);
+            q += 6;
+        } else if (strncmp(q, "@FN@", 4) == 0) {
+            kf_buf_printf(b, "%s", st->fn);
+            q += 4;
+        } else if (strncmp(q, "@T@", 3) == 0) {
+            kf_buf_printf(b, "%d", threads);
+            q += 3;
+        } else {
+            kf_buf_append(b, q, 1);
+            q++;
+        }
+    }
+}
+
+/* The accumulator of each operator: Acc, acc_init, acc_add (x at index j), acc_merge, and the
+ * result type and acc_fin (over red elements). QUAL is the function qualifier. */
+static void acc_code(struct kf_buf *b, const char *op, const char *qual) {
+    bool arg = strncmp(op, "arg", 3) == 0;
+    bool lse = strcmp(op, "logsumexp") == 0 || strcmp(op, "softmax") == 0 ||
+               strcmp(op, "log_softmax") == 0;
+    bool sum = strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0;
+    bool mx = strcmp(op, "amax") == 0 || strcmp(op, "argmax") == 0;
+    const char *init = sum ? "0.0f" : lse || mx ? "-INFINITY" : "INFINITY";
+    /* sums accumulate in double: a long serial sum in float loses what the judge measures */
+    kf_buf_printf(b, "struct Acc {\n    %s v;\n    float s;\n    int64_t i;\n};\n\n",
+                  sum ? "double" : "float");
+    kf_buf_printf(b, "%s Acc acc_init() { return Acc{%s, 0.0f, INT64_MAX}; }\n\n", qual, init);
+    if (sum) {
+        kf_buf_printf(b,
+                      "%s void acc_add(Acc &a, float x, int64_t) { a.v += x; }\n"
+                      "%s Acc acc_merge(Acc a, Acc b) { a.v += b.v; return a; }\n",
+                      qual, qual);
+    } else if (lse) {
+        kf_buf_printf(b,
+                      "%s Acc acc_merge(Acc a, Acc b) {\n"
+                      "    if (b.v == -INFINITY) return a;\n"
+                      "    if (a.v == -INFINITY) return b;\n"
+                      "    if (a.v >= b.v) return Acc{a.v, a.s + b.s * expf(b.v - a.v), 0};\n"
+                      "    return Acc{b.v, b.s + a.s * expf(a.v - b.v), 0};\n}\n"
+                      "%s void acc_add(Acc &a, float x, int64_t) { a = acc_merge(a, Acc{x, "
+                      "1.0f, 0}); }\n",
+                      qual, qual);
+    } else {
+        /* extremes: NaN wins (as in PyTorch), then the value, then the lower index */
+        kf_buf_printf(b,
+                      "%s bool acc_better(float x, int64_t i, float v, int64_t j) {\n"
+                      "    if (x != x) return v == v || i < j;\n"
+                      "    if (v != v) return false;\n"
+                      "    return x %c v || (x == v && i < j);\n}\n"
+                      "%s void acc_add(Acc &a, float x, int64_t j) {\n"
+                      "    if (acc_better(x, j, a.v, a.i)) { a.v = x; a.i = j; }\n}\n"
+                      "%s Acc acc_merge(Acc a, Acc b) { return acc_better(b.v, b.i, a.v, a.i) ? "
+                      "b : a; }\n",
+                      qual, mx ? '>' : '<', qual, qual);
+    }
+    const char *fin = strcmp(op, "mean") == 0    ? "a.v / (float)red"
+                      : arg                      ? "a.i == INT64_MAX ? 0 : a.i"
+                      : !strcmp(op, "logsumexp") ? "a.v == -INFINITY ? a.v : a.v + logf(a.s)"
+                                                 : "a.v";
+    if (strcmp(op, "softmax") != 0) /* softmax writes rows, not one value */
+        kf_buf_printf(b, "%s %s acc_fin(Acc a, int64_t red) { (void)red; return %s; }\n\n", qual,
+                      arg ? "int64_t" : "float", fin);
+}
+
+static const char CUDA_BLOCK_REDUCE[] =
+    "__device__ __forceinline__ Acc acc_shfl(Acc a, int off) {\n"
+    "    Acc b;\n"
+    "    b.v = __shfl_down_sync(0xffffffffu, a.v, off);\n"
+    "    b.s = __shfl_down_sync(0xffffffffu, a.s, off);\n"
+    "    b.i = __shfl_down_sync(0xffffffffu, a.i, off);\n"
+    "    return b;\n"
+    "}\n\n"
+    "// The block's combined accumulator, in every thread.\n"
+    "__device__ Acc block_reduce(Acc a) {\n"
+    "    __shared__ Acc part[32];\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    for (int off = 16; off > 0; off >>= 1)\n"
+    "        a = acc_merge(a, acc_shfl(a, off));\n"
+    "    __syncthreads();\n"
+    "    if (lane == 0)\n"
+    "        part[warp] = a;\n"
+    "    __syncthreads();\n"
+    "    a = lane < (int)((blockDim.x + 31) >> 5) ? part[lane] : acc_init();\n"
+    "    for (int off = 16; off > 0; off >>= 1)\n"
+    "        a = acc_merge(a, acc_shfl(a, off));\n"
+    "    return Acc{__shfl_sync(0xffffffffu, a.v, 0), __shfl_sync(0xffffffffu, a.s, 0),\n"
+    "               __shfl_sync(0xffffffffu, a.i, 0)};\n"
+    "}\n\n";
+
+/* The start of a columns kernel's body: each thread's accumulator of its share of a column,
+ * stored in part[][] for the block to combine. */
+#define COLS_HEAD                                                                                  \
+    "    __shared__ Acc part[SPLIT][32];\n"                                                        \
+    "    const int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;\n"                              \
+    "    for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {\n"                              \
+    "        const int64_t base = o * red * inner + i;\n"                                          \
+    "        Acc a = acc_init();\n"                                                                \
+    "        if (i < inner) {\n"                                                                   \
+    "            int64_t j = threadIdx.y;\n"                                                       \
+    "            ACC4(SPLIT, inner, (void)0)\n"                                                    \
+    "        }\n"                                                                                  \
+    "        part[threadIdx.y][threadIdx.x] = a;\n"                                                \
+    "        __syncthreads();\n"
+
+static const char CUDA_REDUCE[] =
+    "__global__ void rows(@IN@OutT *__restrict__ out, int64_t outer, int64_t red) {\n"
+    "    for (int64_t r = blockIdx.x; r < outer; r += gridDim.x) {\n"
+    "        const int64_t base = r * red;\n"
+    "        Acc a = acc_init();\n"
+    "        ROW_ACC(blockDim.x, 1, (void)0)\n"
+    "        a = block_reduce(a);\n"
+    "        if (threadIdx.x == 0)\n"
+    "            out[r] = acc_fin(a, red);\n"
+    "    }\n"
+    "}\n\n"
+    "// A tile of 32 columns per block, its rows split over SPLIT threads (threadIdx.y), combined\n"
+    "// in shared memory: loads coalesced along the columns, SPLIT loads in flight per column.\n"
+    "__global__ void cols(@IN@OutT *__restrict__ out, int64_t outer, int64_t red, int64_t "
+    "inner) {\n" COLS_HEAD "        if (threadIdx.y == 0 && i < inner) {\n"
+    "            for (int y = 1; y < SPLIT; ++y)\n"
+    "                a = acc_merge(a, part[y][threadIdx.x]);\n"
+    "            out[o * inner + i] = acc_fin(a, red);\n"
+    "        }\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "}\n\n"
+    "} // namespace\n\n"
+    "extern \"C\" int @FN@(@IN@OutT *out, int64_t outer, int64_t red, int64_t inner) {\n"
+    "    if (outer <= 0 || inner <= 0)\n"
+    "        return outer < 0 || inner < 0;\n"
+    "    if (inner == 1) {\n"
+    "        const int64_t blocks = outer < 65535 * 16 ? outer : 65535 * 16;\n"
+    "        rows<<<(unsigned)blocks, @T@, 0, 0>>>(@ARGS@out, outer, red);\n"
+    "    } else {\n"
+    "        const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "
+    "65535));\n"
+    "        cols<<<grid, dim3(32, SPLIT), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    }\n"
+    "    return (int)cudaGetLastError();\n"
+    "}\n";
+
+static const char CUDA_SOFTMAX[] =
+    "__device__ __forceinline__ float kf_out(float x, Acc a) {\n"
+    "    return LOG_SOFTMAX ? x - a.v - logf(a.s) : expf(x - a.v) / a.s;\n"
+    "}\n\n"
+    "__global__ void rows(@IN@float *__restrict__ out, int64_t outer, int64_t red, bool "
+    "cache) {\n"
+    "    extern __shared__ float row[];\n"
+    "    for (int64_t r = blockIdx.x; r < outer; r += gridDim.x) {\n"
+    "        const int64_t base = r * red;\n"
+    "        Acc a = acc_init();\n"
+    "        ROW_ACC(blockDim.x, 1, if (cache) row[jj] = x)\n"
+    "        a = block_reduce(a);\n"
+    "        for (int64_t j = threadIdx.x; j < red; j += blockDim.x)\n"
+    "            out[base + j] = kf_out(cache ? row[j] : KF_LOAD(base + j), a);\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "}\n\n"
+    "__global__ void cols(@IN@float *__restrict__ out, int64_t outer, int64_t red, int64_t "
+    "inner) {\n" COLS_HEAD "        a = part[0][threadIdx.x];\n"
+    "        for (int y = 1; y < SPLIT; ++y)\n"
+    "            a = acc_merge(a, part[y][threadIdx.x]);\n"
+    "        if (i < inner)\n"
+    "            for (int64_t j = threadIdx.y; j < red; j += SPLIT)\n"
+    "                out[base + j * inner] = kf_out(KF_LOAD(base + j * inner), a);\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "}\n\n"
+    "} // namespace\n\n"
+    "extern \"C\" int @FN@(@IN@float *out, int64_t outer, int64_t red, int64_t inner) {\n"
+    "    if (outer <= 0 || inner <= 0 || red <= 0)\n"
+    "        return outer < 0 || inner < 0 || red < 0;\n"
+    "    if (inner == 1) {\n"
+    "        const int64_t blocks = outer < 65535 * 16 ? outer : 65535 * 16;\n"
+    "        const bool cache = CACHE_ROW && red * 4 <= 48 * 1024;\n"
+    "        rows<<<(unsigned)blocks, @T@, cache ? red * 4 : 0, 0>>>(@ARGS@out, outer, red, "
+    "cache);\n"
+    "    } else {\n"
+    "        const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "
+    "65535));\n"
+    "        cols<<<grid, dim3(32, SPLIT), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    }\n"
+    "    return (int)cudaGetLastError();\n"
+    "}\n";
+
+static const char CUDA_MOMENTS[] =
+    "__device__ double2 shfl2(double2 a, int off) {\n"
+    "    return make_double2(__shfl_down_sync(0xffffffffu, a.x, off),\n"
+    "                        __shfl_down_sync(0xffffffffu, a.y, off));\n"
+    "}\n\n"
+    "__device__ void finish(double2 s, int64_t n, int64_t g, int64_t rep, float eps,\n"
+    "                       float *__restrict__ mean, float *__restrict__ rstd) {\n"
+    "    const double m = n > 0 ? s.x / (double)n : 0.0;\n"
+    "    double var = n > 0 ? s.y / (double)n - m * m : 0.0;\n"
+    "    var = var > 0.0 ? var : 0.0;\n"
+    "    const float r = (float)(1.0 / sqrt(var + (double)eps));\n"
+    "    for (int64_t k = 0; k < rep; ++k) {\n"
+    "        mean[g * rep + k] = (float)m;\n"
+    "        rstd[g * rep + k] = r;\n"
+    "    }\n"
+    "}\n\n"
+    "// Long groups (B >= 64): one block per group g, threads along b.\n"
+    "__global__ void moments(@IN@float *__restrict__ mean, float *__restrict__ rstd, int64_t A,\n"
+    "                        int64_t G, int64_t B, int64_t rep, float eps) {\n"
+    "    __shared__ double2 part[32];\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
+    "        double2 s = make_double2(0.0, 0.0);\n"
+    "        for (int64_t a = 0; a < A; ++a) {\n"
+    "            const int64_t base = (a * G + g) * B;\n"
+    "            for (int64_t b = threadIdx.x; b < B; b += blockDim.x) {\n"
+    "                const double x = KF_LOAD(base + b);\n"
+    "                s.x += x;\n"
+    "                s.y += x * x;\n"
+    "            }\n"
+    "        }\n"
+    "        for (int off = 16; off > 0; off >>= 1) {\n"
+    "            const double2 o = shfl2(s, off);\n"
+    "            s.x += o.x;\n"
+    "            s.y += o.y;\n"
+    "        }\n"
+    "        __syncthreads();\n"
+    "        if (lane == 0)\n"
+    "            part[warp] = s;\n"
+    "        __syncthreads();\n"
+    "        if (threadIdx.x == 0) {\n"
+    "            double2 t = make_double2(0.0, 0.0);\n"
+    "            for (int w = 0; w < (int)((blockDim.x + 31) >> 5); ++w) {\n"
+    "                t.x += part[w].x;\n"
+    "                t.y += part[w].y;\n"
+    "            }\n"
+    "            finish(t, A * B, g, rep, eps, mean, rstd);\n"
+    "        }\n"
+    "    }\n"
+    "}\n\n"
+    "// Short groups (B < 64, e.g. BatchNorm1d's B = 1): 32 groups per block along threadIdx.x\n"
+    "// (coalesced), A split over SPLIT threads along threadIdx.y.\n"
+    "__global__ void moments_tile(@IN@float *__restrict__ mean, float *__restrict__ rstd,\n"
+    "                             int64_t A, int64_t G, int64_t B, int64_t rep, float eps) {\n"
+    "    __shared__ double2 part[SPLIT][32];\n"
+    "    const int64_t g = (int64_t)blockIdx.x * 32 + threadIdx.x;\n"
+    "    double2 s = make_double2(0.0, 0.0);\n"
+    "    if (g < G)\n"
+    "        for (int64_t a = threadIdx.y; a < A; a += SPLIT)\n"
+    "            for (int64_t b = 0; b < B; ++b) {\n"
+    "                const double x = KF_LOAD((a * G + g) * B + b);\n"
+    "                s.x += x;\n"
+    "                s.y += x * x;\n"
+    "            }\n"
+    "    part[threadIdx.y][threadIdx.x] = s;\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.y == 0 && g < G) {\n"
+    "        for (int y = 1; y < SPLIT; ++y) {\n"
+    "            s.x += part[y][threadIdx.x].x;\n"
+    "            s.y += part[y][threadIdx.x].y;\n"
+    "        }\n"
+    "        finish(s, A * B, g, rep, eps, mean, rstd);\n"
+    "    }\n"
+    "}\n\n"
+    "} // namespace\n\n"
+    "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, int64_t B,\n"
+    "                     int64_t rep, float eps) {\n"
+    "    if (G <= 0)\n"
+    "        return G < 0;\n"
+    "    if (B >= 64) {\n"
+    "        const int64_t blocks = G < 65535 * 16 ? G : 65535 * 16;\n"
+    "        moments<<<(unsigned)blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, A, G, B, rep, eps);\n"
+    "    } else {\n"
+    "        moments_tile<<<(unsigned)((G + 31) / 32), dim3(32, SPLIT), 0, 0>>>(@ARGS@mean, rstd, "
+    "A, G,\n"
+    "                                                                      B, rep, eps);\n"
+    "    }\n"
+    "    return (int)cudaGetLastError();\n"
+    "}\n";
+
+/* Four accumulators per thread, so that four loads are in flight (the accumulation is a
+ * chain); ON_X(jj, x) runs for each element (the softmax caches its row there). */
+static const char ACC_MACROS[] =
+    "#define ACC4(STEP, STRIDE, ON_X)                                            \\\n"
+    "    {                                                                       \\\n"
+    "        Acc a1 = acc_init(), a2 = acc_init(), a3 = acc_init();             \\\n"
+    "        for (; j + 3 * (int64_t)(STEP) < red; j += 4 * (int64_t)(STEP)) {  \\\n"
+    "            const int64_t s_ = (STEP);                                      \\\n"
+    "            const float x0 = KF_LOAD(base + j * (STRIDE));                  \\\n"
+    "            const float x1 = KF_LOAD(base + (j + s_) * (STRIDE));           \\\n"
+    "            const float x2 = KF_LOAD(base + (j + 2 * s_) * (STRIDE));       \\\n"
+    "            const float x3 = KF_LOAD(base + (j + 3 * s_) * (STRIDE));       \\\n"
+    "            { const int64_t jj = j; const float x = x0; (void)jj; (void)x; ON_X; }            "
+    " \\\n"
+    "            { const int64_t jj = j + s_; const float x = x1; (void)jj; (void)x; ON_X; }       "
+    " \\\n"
+    "            { const int64_t jj = j + 2 * s_; const float x = x2; (void)jj; (void)x; ON_X; }   "
+    " \\\n"
+    "            { const int64_t jj = j + 3 * s_; const float x = x3; (void)jj; (void)x; ON_X; }   "
+    " \\\n"
+    "            acc_add(a, x0, j);                                              \\\n"
+    "            acc_add(a1, x1, j + s_);                                        \\\n"
+    "            acc_add(a2, x2, j + 2 * s_);                                    \\\n"
+    "            acc_add(a3, x3, j + 3 * s_);                                    \\\n"
+    "        }                                                                   \\\n"
+    "        for (; j < red; j += (STEP)) {                                      \\\n"
+    "            const int64_t jj = j;                                           \\\n"
+    "            const float x = KF_LOAD(base + j * (STRIDE));                   \\\n"
+    "            (void)jj;                                                       \\\n"
+    "            ON_X;                                                           \\\n"
+    "            acc_add(a, x, j);                                               \\\n"
+    "        }                                                                   \\\n"
+    "        a = acc_merge(acc_merge(a, a1), acc_merge(a2, a3));                 \\\n"
+    "    }\n"
+    "#define ROW_ACC(STEP, STRIDE, ON_X) \\\n"
+    "    int64_t j = threadIdx.x;        \\\n"
+    "    ACC4(STEP, STRIDE, ON_X)\n\n";
+
+static void load_macro(struct kf_buf *b, int n) {
+    kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%sin%d[(idx)]", k ? ", " : "", k);
+    kf_buf_printf(b, ")\n\n");
+}
+
+static char *cuda_src(const struct kfx_step *st, int v) {
+    static const int threads[] = {256, 512, 128, 1024};
+    bool sm = st->kind == KFX_SOFTMAX;
+    int nv = sm ? 4 : 3;
+    if (v >= nv)
+        return NULL;
+    /* softmax: the row cached in shared memory first (one read instead of two) */
+    int t = sm ? (int[]){256, 1024, 256, 512}[v] : threads[v];
+    int split = st->kind == KFX_MOMENTS ? (int[]){16, 32, 8}[v]
+                : sm                    ? (int[]){8, 32, 4, 16}[v]
+                                        : (int[]){8, 16, 4}[v];
+    bool cache = sm && v < 2;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "// kforge expert: %s, variant %d: %d threads per row%s; columns in tiles of 32, "
+                  "each split over %d threads.\n#include <cuda_runtime.h>\n#include <cmath>\n"
+                  "#include <cstdint>\n\nnamespace {\n\nconstexpr int SPLIT = %d;\n\n",
+                  st->op, v, t, cache ? ", the row cached in shared memory" : "", split, split);
+    kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
+    load_macro(&b, st->n_leaves);
+    kf_buf_printf(&b, "%s", ACC_MACROS);
+    if (st->kind == KFX_MOMENTS) {
+        put(&b, CUDA_MOMENTS, st, t);
+        return b.data;
+    }
+    const char *op = sm ? "softmax" : st->op;
+    acc_code(&b, op, "__device__ __forceinline__");
+    kf_buf_printf(&b, "%s", CUDA_BLOCK_REDUCE);
+    if (sm) {
+        kf_buf_printf(&b, "constexpr bool LOG_SOFTMAX = %s;\nconstexpr bool CACHE_ROW = %s;\n\n",
+                      strcmp(st->op, "log_softmax") == 0 ? "true" : "false",
+                      cache ? "true" : "false");
+        put(&b, CUDA_SOFTMAX, st, t);
+    } else {
+        kf_buf_printf(&b, "using OutT = %s;\n\n",
+                      strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float");
+        put(&b, CUDA_REDUCE, st, t);
+    }
+    return b.data;
+}
+
+static const char CPU_REDUCE[] =
+    "extern \"C\" int @FN@(@IN@OutT *out, int64_t outer, int64_t red, int64_t inner) {\n"
+    "    if (outer < 0 || red < 0 || inner < 0)\n"
+    "        return 1;\n"
+    "#pragma omp parallel for schedule(SCHED)\n"
+    "    for (int64_t t = 0; t < outer * inner; ++t) {\n"
+    "        const int64_t o = t / inner, i = t % inner, base = o * red * inner + i;\n"
+    "        Acc a = acc_init();\n"
+    "        for (int64_t j = 0; j < red; ++j)\n"
+    "            acc_add(a, KF_LOAD(base + j * inner), j);\n"
+    "        OUTPUT\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n";
+
+static const char CPU_MOMENTS[] =
+    "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, int64_t B,\n"
+    "                     int64_t rep, float eps) {\n"
+    "    if (A < 0 || G < 0 || B < 0 || rep < 0)\n"
+    "        return 1;\n"
+    "#pragma omp parallel for schedule(SCHED)\n"
+    "    for (int64_t g = 0; g < G; ++g) {\n"
+    "        double sx = 0.0, sy = 0.0;\n"
+    "        for (int64_t a = 0; a < A; ++a)\n"
+    "            for (int64_t b = 0; b < B; ++b) {\n"
+    "                const double x = KF_LOAD(a * G * B + g * B + b);\n"
+    "                sx += x;\n"
+    "                sy += x * x;\n"
+    "            }\n"
+    "        const double n = (double)(A * B), m = n > 0 ? sx / n : 0.0;\n"
+    "        double var = n > 0 ? sy / n - m * m : 0.0;\n"
+    "        var = var > 0.0 ? var : 0.0;\n"
+    "        for (int64_t k = 0; k < rep; ++k) {\n"
+    "            mean[g * rep + k] = (float)m;\n"
+    "            rstd[g * rep + k] = (float)(1.0 / std::sqrt(var + (double)eps));\n"
+    "        }\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n";
+
+static char *cpu_src(const struct kfx_step *st, int v) {
+    if (v > 1)
+        return NULL;
+    struct kf_buf b = {0};
+    kf_buf_printf(&b,
+                  "// kforge expert: %s, variant %d: OpenMP over rows and columns, %s "
+                  "schedule.\n#include <cmath>\n#include <cstdint>\n\nnamespace {\n\n",
+                  st->op, v, v == 0 ? "static" : "dynamic");
+    kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
+    load_macro(&b, st->n_leaves);
+    bool sm = st->kind == KFX_SOFTMAX;
+    if (st->kind != KFX_MOMENTS)
+        acc_code(&b, sm ? "softmax" : st->op, "inline");
+    kf_buf_printf(&b, "using OutT = %s;\n#define SCHED %s\n",
+                  strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float",
+                  v == 0 ? "static" : "dynamic, 8");
+    if (sm)
+        kf_buf_printf(
+            &b, "#define OUTPUT for (int64_t j = 0; j < red; ++j) out[base + j * inner] = %s;\n",
+            strcmp(st->op, "log_softmax") == 0 ? "KF_LOAD(base + j * inner) - a.v - std::log(a.s)"
+                                               : "std::exp(KF_LOAD(base + j * inner) - a.v) / a.s");
+    else
+        kf_buf_printf(&b, "#define OUTPUT out[t] = acc_fin(a, red);\n");
+    kf_buf_printf(&b, "\n} // namespace\n\n");
+    put(&b, st->kind == KFX_MOMENTS ? CPU_MOMENTS : CPU_REDUCE, st, 0);
+    return b.data;
+}
+
+char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda_src(st, v) : cpu_src(st, v);
+}
