@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(build-essential pkg-config git binutils libseccomp-dev cppcheck passwd python3 python3-venv
   python3-dev clang-format curl ca-certificates procps
   libmicrohttpd-dev libjansson-dev libpq-dev libhiredis-dev libssl-dev libcurl4-openssl-dev zlib1g-dev
-  postgresql redis-server wrk)
+  postgresql redis-server wrk chromium chromium-driver fonts-dejavu-core)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

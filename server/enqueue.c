@@ -49,8 +49,8 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
     char id[37];
     if (kf_uuid_new(id) != 0)
         return -1;
-    const char *p[] = {id, t->sha256, t->name, t->source, t->backend};
-    PGresult *res = kf_db_exec(db, "task_insert", 5, p);
+    const char *p[] = {id, t->sha256, t->name, t->source, t->backend, t->suite};
+    PGresult *res = kf_db_exec(db, "task_insert", 6, p);
     if (!res)
         return kf_tx_fail(db);
     t->created = PQntuples(res) == 1;

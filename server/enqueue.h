@@ -25,9 +25,10 @@ void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id);
 
 struct kf_new_task {
     const char *sha256, *name, *source, *backend, *klass;
-    char id[37];     /* the task's id, new or old */
-    char job_id[37]; /* the check_task job's, when created */
-    char status[16]; /* the task's status */
+    const char *suite; /* NULL: "user" (a stored task keeps the suite it was created with) */
+    char id[37];       /* the task's id, new or old */
+    char job_id[37];   /* the check_task job's, when created */
+    char status[16];   /* the task's status */
     bool created;
 };
 

@@ -224,6 +224,7 @@ static bool parse(struct kf_req *r, struct eval_in *in, int64_t *wait) {
     struct kf_jfield tfields[] = {
         {.name = "source", .type = KF_J_STRING, .required = true, .out = &in->task.source},
         {.name = "name", .type = KF_J_STRING, .out = &in->task.name, .max_len = 128},
+        {.name = "suite", .type = KF_J_STRING, .out = &in->task.suite},
     };
     struct kf_jfield cfields[] = {
         {.name = "format", .type = KF_J_ENUM, .out = &in->format, .choices = formats},

@@ -267,6 +267,7 @@ static bool parse(struct kf_req *r, struct opt_in *in) {
     struct kf_jfield tfields[] = {
         {.name = "source", .type = KF_J_STRING, .required = true, .out = &in->task.source},
         {.name = "name", .type = KF_J_STRING, .out = &in->task.name, .max_len = 128},
+        {.name = "suite", .type = KF_J_STRING, .out = &in->task.suite},
     };
     struct kf_jfield ofields[] = {
         {.name = "budget_s",

@@ -9,6 +9,7 @@
 #include "job_cancel_post.h"
 #include "job_events_get.h"
 #include "job_get.h"
+#include "leaderboard_get.h"
 #include "metrics_get.h"
 #include "optimize_post.h"
 #include "readyz_get.h"
@@ -30,6 +31,7 @@ static const struct kf_route routes[] = {
     {"GET", "/v1/candidates/{id}", kf_candidate_get, KF_RT_READ},
     {"GET", "/v1/candidates/{id}/download", kf_candidate_download_get, KF_RT_READ},
     {"GET", "/v1/export", kf_export_get, KF_RT_READ},
+    {"GET", "/v1/leaderboard", kf_leaderboard_get, KF_RT_READ},
     {"GET", "/healthz", kf_healthz_get, 0},
     {"GET", "/readyz", kf_readyz_get, 0},
     {"GET", "/metrics", kf_metrics_get, 0},

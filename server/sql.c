@@ -18,11 +18,19 @@
                                              "e2 WHERE e2.job_id = j.id))"
 
 #define TASK_FIELDS                                                                                \
-    "'id', t.id, 'name', t.name, 'sha256', t.sha256, 'backend', t.backend, 'status', t.status,"    \
-    " 'check', t.check_result, 'created_at', " TS(                                                 \
+    "'id', t.id, 'name', t.name, 'sha256', t.sha256, 'backend', t.backend, 'suite', t.suite,"      \
+    " 'status', t.status, 'check', t.check_result, 'created_at', " TS(                             \
         "t.created_at") ","                                                                        \
                         " 'check_job_id', (SELECT j2.id FROM jobs j2 WHERE j2.task_id = t.id"      \
                         " AND j2.kind = 'check_task' ORDER BY j2.created_at LIMIT 1)"
+
+#define B_MEASURED TS("b.measured_at")
+
+/* a task's baselines, by device */
+#define BASELINES                                                                                  \
+    "COALESCE((SELECT json_agg(json_build_object('backend', b.backend, 'device', b.device,"        \
+    " 'eager_ms', b.eager_ms, 'compile_ms', b.compile_ms, 'measured_at', " B_MEASURED ")"          \
+    " ORDER BY b.device, b.backend) FROM baselines b WHERE b.task_id = t.id), '[]'::json)"
 
 #define EVAL_FIELDS                                                                                \
     "'id', e.id, 'job_id', e.job_id, 'task_id', e.task_id, 'candidate_id', e.candidate_id,"        \
@@ -33,13 +41,105 @@
 
 #define FINISHED "j.status IN ('succeeded', 'failed', 'cancelled', 'dead')"
 
+/* ---- GET /v1/leaderboard: one statement gives the rows, the summary, the facets and the filter.
+ * $1 backend, $2 device, $3 policy, $4 model, $5 suite, $6 task_id (NULL: any), $7 per (task |
+ * entry), $8 sort (eager | compile | reward | task | recent), $9 order (asc | desc), $10 limit.
+ * An entry is a finished episode whose best candidate was correct again under the fresh-seed
+ * re-validation (final_reward >= 1). Each CTE calls its input x, so the orders below serve both
+ * windows. */
+
+/* the medians of the final verdict's timing, where they are numbers */
+#define LB_MEDIAN "median_ms ? (@.type() == \"number\")')::float8"
+
+#define LB_ENTRIES                                                                                 \
+    "SELECT ep.id, ep.task_id, t.name AS task_name, t.suite, ep.backend, ep.device, ep.policy,"    \
+    " ep.policy_config ->> 'model' AS model, ep.best_candidate_id, ep.final_reward AS reward,"     \
+    " ep.speedup_vs_eager AS se, ep.speedup_vs_compile AS sc, ep.n_turns, ep.finished_at,"         \
+    " jsonb_path_query_first(ep.final_verdict, '$.timing.candidate." LB_MEDIAN " AS candidate_ms," \
+    " jsonb_path_query_first(ep.final_verdict, '$.timing.eager." LB_MEDIAN " AS eager_ms,"         \
+    " jsonb_path_query_first(ep.final_verdict, '$.timing.compile." LB_MEDIAN " AS compile_ms"      \
+    " FROM episodes ep JOIN tasks t ON t.id = ep.task_id WHERE ep.status = 'finished'"             \
+    " AND ep.final_reward >= 1 AND ep.best_candidate_id IS NOT NULL"
+
+#define LB_FILTER                                                                                  \
+    "($1::text IS NULL OR x.backend = $1::text) AND ($2::text IS NULL OR x.device = $2::text)"     \
+    " AND ($3::text IS NULL OR x.policy = $3::text) AND ($4::text IS NULL OR x.model = $4::text)"  \
+    " AND ($5::text IS NULL OR x.suite = $5::text) AND ($6::uuid IS NULL OR x.task_id = $6::uuid)"
+
+/* per=task: one group per task; per=entry: per task, device, policy and model */
+#define LB_GROUP                                                                                   \
+    "x.task_id, CASE WHEN $7::text = 'entry' THEN x.device END,"                                   \
+    " CASE WHEN $7::text = 'entry' THEN x.policy END,"                                             \
+    " CASE WHEN $7::text = 'entry' THEN x.model END"
+
+/* the best first: fastest against eager, then against torch.compile, then the earliest */
+#define LB_BEST "x.se DESC NULLS LAST, x.sc DESC NULLS LAST, x.finished_at ASC NULLS LAST, x.id"
+
+#define LB_KEY                                                                                     \
+    "CASE $8::text WHEN 'eager' THEN x.se WHEN 'compile' THEN x.sc WHEN 'reward' THEN"             \
+    " x.reward::float8 WHEN 'recent' THEN extract(epoch FROM x.finished_at)::float8 END"
+
+#define LB_NAME "CASE WHEN $8::text = 'task' THEN x.task_name COLLATE \"C\" END"
+
+/* the sort asked for (missing values last either way), then the best first */
+#define LB_SORT                                                                                    \
+    "CASE WHEN $9::text = 'asc' THEN " LB_KEY " END ASC NULLS LAST,"                               \
+    " CASE WHEN $9::text = 'desc' THEN " LB_KEY " END DESC NULLS LAST,"                            \
+    " CASE WHEN $9::text = 'asc' THEN " LB_NAME " END ASC,"                                        \
+    " CASE WHEN $9::text = 'desc' THEN " LB_NAME " END DESC, " LB_BEST
+
+#define LB_FINISHED TS("x.finished_at")
+
+#define LB_ROW                                                                                     \
+    "json_build_object('rank', x.rank, 'task_id', x.task_id, 'task_name', x.task_name,"            \
+    " 'suite', x.suite, 'backend', x.backend, 'device', x.device, 'policy', x.policy,"             \
+    " 'model', x.model, 'episode_id', x.id, 'candidate_id', x.best_candidate_id,"                  \
+    " 'reward', x.reward, 'speedup_vs_eager', x.se, 'speedup_vs_compile', x.sc,"                   \
+    " 'candidate_ms', x.candidate_ms, 'eager_ms', x.eager_ms, 'compile_ms', x.compile_ms,"         \
+    " 'turns', x.n_turns, 'finished_at', " LB_FINISHED ")"
+
+/* over the ranked rows, summed in a fixed order so that neither sort nor limit moves a last digit;
+ * 1.05 is the reward's margin (workers/harness/kforge_harness/reward.py) */
+#define LB_SUMMARY                                                                                 \
+    "SELECT json_build_object('entries', count(*), 'tasks', count(DISTINCT x.task_id),"            \
+    " 'geomean_speedup_vs_eager', exp(avg(ln(x.se) ORDER BY x.id) FILTER (WHERE x.se > 0)),"       \
+    " 'geomean_speedup_vs_compile', exp(avg(ln(x.sc) ORDER BY x.id) FILTER (WHERE x.sc > 0)),"     \
+    " 'share_faster_than_eager', (count(*) FILTER (WHERE x.se > 1.05))::float8"                    \
+    " / NULLIF(count(*), 0), 'share_faster_than_compile',"                                         \
+    " (count(*) FILTER (WHERE x.sc > 1.05))::float8 / NULLIF(count(*), 0)) FROM r x"
+
+/* the distinct values of five columns over every entry (unfiltered), each list sorted */
+#define LB_FACETS                                                                                  \
+    "SELECT '{\"backends\": [], \"devices\": [], \"policies\": [], \"models\": [],"                \
+    " \"suites\": []}'::jsonb || COALESCE(jsonb_object_agg(g.k, g.vs), '{}'::jsonb) FROM"          \
+    " (SELECT d.k, jsonb_agg(d.v ORDER BY d.v COLLATE \"C\") AS vs FROM (SELECT DISTINCT u.k, u.v" \
+    " FROM e x, LATERAL (VALUES ('backends', x.backend), ('devices', x.device),"                   \
+    " ('policies', x.policy), ('models', x.model), ('suites', x.suite)) u (k, v)"                  \
+    " WHERE u.v IS NOT NULL) d GROUP BY d.k) g"
+
+#define LB_FILTER_JSON                                                                             \
+    "json_build_object('backend', $1::text, 'device', $2::text, 'policy', $3::text,"               \
+    " 'model', $4::text, 'suite', $5::text, 'task_id', $6::uuid, 'per', $7::text,"                 \
+    " 'sort', $8::text, 'order', $9::text, 'limit', $10::int)"
+
+#define LEADERBOARD                                                                                \
+    "WITH e AS (" LB_ENTRIES "), f AS (SELECT x.*, row_number() OVER (PARTITION BY " LB_GROUP      \
+    " ORDER BY " LB_BEST ") AS pick FROM e x WHERE " LB_FILTER "),"                                \
+    " r AS (SELECT x.*, row_number() OVER (ORDER BY " LB_SORT ") AS rank FROM f x"                 \
+    " WHERE x.pick = 1)"                                                                           \
+    " SELECT json_build_object('rows', COALESCE((SELECT json_agg(" LB_ROW " ORDER BY x.rank)"      \
+    " FROM r x WHERE x.rank <= $10::int), '[]'::json), 'summary', (" LB_SUMMARY "),"               \
+    " 'facets', (" LB_FACETS "), 'filter', " LB_FILTER_JSON ")::text"
+
 static const struct kf_stmt stmts[] = {
     {"api_key", "SELECT id, hash, revoked_at IS NOT NULL FROM api_keys WHERE prefix = $1"},
     {"ping", "SELECT 1"},
     {"job_get", "SELECT " JOB_JSON "::text FROM jobs j WHERE j.id = $1"},
     {"job_state", "SELECT " FINISHED " FROM jobs j WHERE j.id = $1"},
-    {"task_get", "SELECT json_build_object(" TASK_FIELDS ", 'source', t.source)::text, t.status"
-                 " FROM tasks t WHERE t.id = $1"},
+    /* the task, its source and its baselines (one per backend and device) */
+    {"task_get",
+     "SELECT json_build_object(" TASK_FIELDS ", 'source', t.source, 'baselines', " BASELINES
+     ")::text, t.status FROM tasks t WHERE t.id = $1"},
     {"task_status", "SELECT status FROM tasks WHERE id = $1"},
     {"task_by_sha", "SELECT json_build_object(" TASK_FIELDS ")::text, t.id, t.status"
                     " FROM tasks t WHERE t.sha256 = $1"},
@@ -51,8 +151,9 @@ static const struct kf_stmt stmts[] = {
                   " ((extract(epoch FROM t.created_at) * 1000000)::bigint, t.id)"
                   " < ($1::bigint, $2::uuid)"
                   " ORDER BY t.created_at DESC, t.id DESC LIMIT $3::int"},
-    {"task_insert", "INSERT INTO tasks (id, sha256, name, source, backend)"
-                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sha256) DO NOTHING RETURNING id"},
+    {"task_insert", "INSERT INTO tasks (id, sha256, name, source, backend, suite)"
+                    " VALUES ($1, $2, $3, $4, $5, COALESCE($6, 'user'))"
+                    " ON CONFLICT (sha256) DO NOTHING RETURNING id"},
     {"job_insert", "INSERT INTO jobs (id, kind, class, backend, task_id, payload)"
                    " VALUES ($1, $2, $3, $4, $5, $6::jsonb)"},
     {"event_add", "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1,"
@@ -91,6 +192,7 @@ static const struct kf_stmt stmts[] = {
                " ORDER BY seq LIMIT 64) ev ON true WHERE j.id = $1 ORDER BY ev.seq"},
     {"jobs_by_status", "SELECT status, count(*) FROM jobs GROUP BY status"},
     {"job_classes", "SELECT DISTINCT class FROM jobs"},
+    {"leaderboard", LEADERBOARD},
 };
 
 const struct kf_stmt *kf_sql_stmts(size_t *n) {

@@ -39,12 +39,25 @@ static enum MHD_Result reply(struct kf_req *r, struct kf_db *db, const struct kf
     return ret;
 }
 
-/* Checks a task's source, name and backend as POST /v1/tasks and the "task" of POST
+bool kf_suite_valid(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 64 || s[0] == '.' || s[0] == '_' || s[0] == '-')
+        return false;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+/* Checks a task's source, name and suite as POST /v1/tasks and the "task" of POST
  * /v1/evaluations take them; fills t (name into name_buf when defaulted). Returns true, or
  * false with the error queued. */
 bool kf_task_fields_ok(struct kf_req *r, const char *prefix, struct kf_new_task *t,
                        char name_buf[16], char sha[65]) {
     char field[64];
+    if (t->suite && !kf_suite_valid(t->suite)) {
+        snprintf(field, sizeof field, "%s%ssuite", prefix ? prefix : "", prefix ? "." : "");
+        kf_reply_error(r, KF_E_INVALID_FIELD, field,
+                       "%s: must match ^[a-z0-9][a-z0-9._-]{0,63}$ (e.g. examples, user)", field);
+        return false;
+    }
     size_t len = strlen(t->source);
     snprintf(field, sizeof field, "%s%ssource", prefix ? prefix : "", prefix ? "." : "");
     if (len == 0) {
@@ -85,6 +98,7 @@ enum MHD_Result kf_tasks_post(struct kf_req *r) {
         {.name = "source", .type = KF_J_STRING, .required = true, .out = &source},
         {.name = "name", .type = KF_J_STRING, .out = &name, .max_len = 128},
         {.name = "backend", .type = KF_J_STRING, .out = &backend},
+        {.name = "suite", .type = KF_J_STRING, .out = &t.suite},
     };
     struct kf_jerr err;
     if (kf_jspec_parse(r->json, fields, sizeof fields / sizeof fields[0], NULL, false, &err))

@@ -455,7 +455,7 @@ class Stack:
         n = len(self.processes)
         var = self.root / f"worker{n}-var"
         var.mkdir(parents=True)
-        env = self.env(var=str(var), worker_name=f"test-worker-{n}-{uuid.uuid4().hex[:6]}", **settings)
+        env = self.env(var=str(var), **{"worker_name": f"test-worker-{n}-{uuid.uuid4().hex[:6]}", **settings})
         env["KFORGE_CACHE"] = str(self.root / "harness-cache")
         w = Process(f"worker{n}", [str(WORKER), "--cpu"], env, self.root)
         self.processes.append(w)

@@ -69,6 +69,15 @@ EVAL_CASES: list[tuple[str, dict | bytes, set[str] | str, str | None]] = [
     ("budget absurd", _eval("TASK", options={"budget_s": 1e12}), "invalid_field", None),
     ("no_compile wrong type", _eval("TASK", options={"no_compile": "yes"}), "invalid_field", None),
     ("task and task_id", _eval("TASK", task={"source": "x"}), "invalid_field", None),
+    (
+        "inline task suite bad",
+        {
+            **{k: v for k, v in _eval("TASK").items() if k != "task_id"},
+            "task": {"source": "x", "suite": "A b"},
+        },
+        "invalid_field",
+        "task.suite",
+    ),
     ("unknown task_id", _eval(str(uuid.uuid4())), "task_not_found", None),
     (
         "too many files",
@@ -117,6 +126,8 @@ TASK_CASES: list[tuple[str, dict | bytes, set[str] | str, str | None]] = [
         "backend",
     ),
     ("unknown field", {"source": unique_task("unknown"), "owner": "me"}, "unknown_field", "owner"),
+    ("suite bad", {"source": unique_task("suite"), "suite": "_x"}, "invalid_field", "suite"),
+    ("suite wrong type", {"source": unique_task("suite type"), "suite": 3}, "invalid_field", "suite"),
     ("source too large", {"source": "#" * (LIMITS["max_source_bytes"] + 1)}, "task_source_too_large", None),
     ("invalid utf-8", b'{"source": "\xc3\x28"}', "invalid_json", None),
 ]
@@ -250,7 +261,11 @@ def test_bad_list_query(stack: Stack, query: str) -> None:
     ],
 )
 def test_bad_paths(stack: Stack, path: str, name: str) -> None:
-    assert_error(stack.api.get(path), name)
+    r = stack.api.get(path)
+    if not path.startswith("/v1") and r.headers.get("Content-Type", "").startswith("text/html"):
+        assert r.status_code == 404, "outside /v1, web_dir/404.html answers when there is one"
+        return
+    assert_error(r, name)
 
 
 @pytest.mark.parametrize(

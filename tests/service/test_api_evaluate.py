@@ -25,6 +25,7 @@ def submitted(stack: Stack) -> Iterator[dict[str, Any]]:
     out: dict[str, Any] = {}
     for case, (task, cand) in CASES_UNDER_TEST.items():
         body = evaluation_body(example_task(task), candidate_files(cand))
+        body["task"]["suite"] = "examples"
         r = stack.api.post("/v1/evaluations", body)
         assert r.status_code == 202, (r.status_code, r.text)
         out[case] = r.json()
@@ -97,6 +98,7 @@ def test_inline_task_is_the_stored_task(stack: Stack, submitted: dict[str, Any])
     assert len(ids) == 1
     r = stack.api.get(f"/v1/tasks/{ids.pop()}")
     assert r.status_code == 200 and r.json()["source"] == example_task("sum_dim")
+    assert r.json()["suite"] == "examples"
 
 
 def test_wait_returns_the_finished_evaluation(stack: Stack, submitted: dict[str, Any]) -> None:

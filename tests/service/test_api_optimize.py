@@ -257,14 +257,15 @@ def test_optional_policy_members_and_bounds(stack: Stack, task_id: str) -> None:
 def test_inline_task_creates_task_and_check_job(stack: Stack) -> None:
     source = unique_task("optimize inline")
     before = counts(stack)
-    got = accepted(optimize(stack, {"task": {"source": source, "name": "inline-opt"}, "backend": "cpu"}))
+    task_in = {"source": source, "name": "inline-opt", "suite": "kernelbench-l1"}
+    got = accepted(optimize(stack, {"task": task_in, "backend": "cpu"}))
     job = got["job"]
     after = counts(stack)
     assert after["tasks"] == before["tasks"] + 1 and after["jobs"] == before["jobs"] + 2
     assert after["episodes"] == before["episodes"] + 1
     task = stack.api.get(f"/v1/tasks/{job['task_id']}").json()
     assert task["source"] == source and task["name"] == "inline-opt" and task["status"] == "checking"
-    assert task["backend"] == "cpu" and task["check_job_id"]
+    assert task["backend"] == "cpu" and task["check_job_id"] and task["suite"] == "kernelbench-l1"
     kinds = stack.psql(f"SELECT string_agg(kind, ',' ORDER BY kind) FROM jobs WHERE task_id = '{task['id']}'")
     assert kinds == "check_task,optimize"
     assert episode_row(stack, got["episode"]["id"])["task_id"] == task["id"]
@@ -273,8 +274,11 @@ def test_inline_task_creates_task_and_check_job(stack: Stack) -> None:
     assert on_stream.index(task["check_job_id"]) < on_stream.index(job["id"]), "check job first"
 
     # the same source again: the stored task, no second check job
-    again = accepted(optimize(stack, {"task": {"source": source}, "backend": "cpu"}))
+    again = accepted(optimize(stack, {"task": {"source": source, "suite": "examples"}, "backend": "cpu"}))
     assert again["job"]["task_id"] == task["id"]
+    assert stack.api.get(f"/v1/tasks/{task['id']}").json()["suite"] == "kernelbench-l1", (
+        "the first suite stays"
+    )
     assert (
         stack.psql(f"SELECT count(*) FROM jobs WHERE task_id = '{task['id']}' AND kind = 'check_task'") == "1"
     )
@@ -373,6 +377,9 @@ BAD_INLINE: list[tuple[str, dict[str, Any], str, str]] = [
     ("task name empty", {"task": {"source": "x = 1\n", "name": ""}}, "invalid_field", "task.name"),
     ("task name too long", {"task": {"source": "x = 1\n", "name": "n" * 129}}, "invalid_field", "task.name"),
     ("task unknown", {"task": {"source": "x = 1\n", "backend": "cpu"}}, "unknown_field", "task.backend"),
+    ("task suite upper", {"task": {"source": "x = 1\n", "suite": "Examples"}}, "invalid_field", "task.suite"),
+    ("task suite empty", {"task": {"source": "x = 1\n", "suite": ""}}, "invalid_field", "task.suite"),
+    ("task suite wrong type", {"task": {"source": "x = 1\n", "suite": 1}}, "invalid_field", "task.suite"),
     (
         "task source too large",
         {"task": {"source": "#" * (LIMITS["max_source_bytes"] + 1)}},

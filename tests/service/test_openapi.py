@@ -31,6 +31,7 @@ CONTRACT_ROUTES = {
     ("get", "/v1/candidates/{}"),
     ("get", "/v1/candidates/{}/download"),
     ("get", "/v1/export"),
+    ("get", "/v1/leaderboard"),
 }
 MAX_EXAMPLES = 15
 
