@@ -1,8 +1,10 @@
-/* up.c: `kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1] [--slots N]`, the local stack under
+/* up.c: `kforge up [--var DIR] [--port N] [--cpu [--cpu-workers N] | --gpus 0,1] [--slots N]`,
+ * the local stack under
  * var/: var/pg       PostgreSQL's data (initdb once; as root it belongs to `postgres`) var/run its
  * socket, and the pid files of everything var/redis    Redis's folder; var/log/NAME.log every
  * program's log var/stack.env, var/api-key (mode 600, a key named "local") then kforge-server and
- * the workers (one per GPU that `nvidia-smi -L` lists, else one cpu worker) in the background, and
+ * the workers (--slots per GPU that `nvidia-smi -L` lists, else --cpu-workers cpu workers, 1 by
+ * default: more share the cores and disturb each other's timings) in the background, and
  * waits for /readyz. Running it again while the stack is up prints the URL and does nothing. */
 #include "cli.h"
 
@@ -30,7 +32,8 @@ struct up {
     long port;           /* the server's, 0: a free one */
     bool cpu;
     int gpus[MAX_GPUS], ngpus;
-    int slots; /* workers per GPU: builds overlap, the GPU lock lets one at a time time */
+    int slots;       /* workers per GPU: builds overlap, the GPU lock lets one at a time time */
+    int cpu_workers; /* without a GPU: cpu workers (separate processes, names worker-cpu[-K]) */
     int pg_port, redis_port;
     char db_url[PATH_MAX + 128], redis_url[128], url[256];
 };
@@ -66,6 +69,7 @@ static int parse(struct up *u, int argc, char **argv) {
     const char *var = NULL;
     u->port = 8080;
     u->slots = 2;
+    u->cpu_workers = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--var") == 0 && i + 1 < argc) {
             var = argv[++i];
@@ -78,6 +82,11 @@ static int parse(struct up *u, int argc, char **argv) {
             char *end;
             u->slots = (int)strtol(argv[++i], &end, 10);
             if (*end || u->slots < 1 || u->slots > 16)
+                return -1;
+        } else if (strcmp(argv[i], "--cpu-workers") == 0 && i + 1 < argc) {
+            char *end;
+            u->cpu_workers = (int)strtol(argv[++i], &end, 10);
+            if (*end || u->cpu_workers < 1 || u->cpu_workers > 16)
                 return -1;
         } else if (strcmp(argv[i], "--cpu") == 0) {
             u->cpu = true;
@@ -293,9 +302,11 @@ static int start_programs(struct up *u) {
         return -1;
     if (!u->cpu && u->ngpus == 0)
         u->ngpus = detect_gpus(u->gpus, MAX_GPUS);
-    if (u->ngpus == 0) {
+    for (int k = 0; u->ngpus == 0 && k < u->cpu_workers; k++) {
+        char name[48];
+        snprintf(name, sizeof(name), k ? "worker-cpu-%d" : "worker-cpu", k);
         const char *wa[] = {worker, "--cpu", NULL};
-        if (spawn(u, "worker-cpu", wa) < 0)
+        if (spawn(u, name, wa) < 0)
             return -1;
     }
     for (int i = 0; i < u->ngpus; i++) {
@@ -344,7 +355,8 @@ int kfc_up_main(int argc, char **argv) {
     memset(&u, 0, sizeof(u));
     if (parse(&u, argc, argv) != 0) {
         fprintf(stderr,
-                "usage: kforge up [--var DIR] [--port N] [--cpu | --gpus 0,1] [--slots N]\n");
+                "usage: kforge up [--var DIR] [--port N] [--cpu [--cpu-workers N] | --gpus 0,1] "
+                "[--slots N]\n");
         return 2;
     }
     char url[256];

@@ -1,6 +1,9 @@
 /* metrics_get.c: GET /metrics, Prometheus text (version 0.0.4): the HTTP metrics, then jobs by
  * status (PostgreSQL), queue depth and pending entries per class seen in jobs (Redis), and the
- * workers whose heartbeat is alive. A dependency that is down leaves its part out. */
+ * workers whose heartbeat is alive (labelled by host, GPU and class) and whether each holds a
+ * job. A dependency that is down leaves its part out. */
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +66,38 @@ static void write_queues(struct kf_req *r, PGresult *classes, FILE *out) {
     free(pend);
 }
 
-static void worker_line(const char *worker, const char *json, void *arg) {
-    (void)json;
-    FILE *out = arg;
-    fputs("kforge_worker_up{worker=\"", out);
-    for (const char *p = worker; *p; p++)
+/* One label value, with the characters the text format escapes left out. */
+static void label(FILE *out, const char *name, const char *value, bool first) {
+    fprintf(out, "%s%s=\"", first ? "" : ",", name);
+    for (const char *p = value; *p; p++)
         if (*p != '"' && *p != '\\' && *p != '\n')
             fputc(*p, out);
-    fputs("\"} 1\n", out);
+    fputc('"', out);
+}
+
+struct worker_family {
+    FILE *out;
+    bool busy; /* kforge_worker_busy (1 while it holds a job), else kforge_worker_up */
+};
+
+/* One worker's line of a family, labelled by its heartbeat (lib/queue.h): worker, host, gpu
+ * ("" for a cpu worker) and class, so that a host's GPUs can be told apart. */
+static void worker_line(const char *worker, const char *json, void *arg) {
+    const struct worker_family *f = arg;
+    json_t *hb = json_loads(json ? json : "{}", 0, NULL);
+    const char *host = json_string_value(json_object_get(hb, "host"));
+    const char *klass = json_string_value(json_object_get(hb, "class"));
+    json_t *gpu = json_object_get(hb, "gpu");
+    char gpu_text[24] = "";
+    if (json_is_integer(gpu))
+        snprintf(gpu_text, sizeof gpu_text, "%lld", (long long)json_integer_value(gpu));
+    fputs(f->busy ? "kforge_worker_busy{" : "kforge_worker_up{", f->out);
+    label(f->out, "worker", worker, true);
+    label(f->out, "host", host ? host : "", false);
+    label(f->out, "gpu", gpu_text, false);
+    label(f->out, "class", klass ? klass : "", false);
+    fprintf(f->out, "} %d\n", f->busy ? json_is_string(json_object_get(hb, "job")) : 1);
+    json_decref(hb);
 }
 
 enum MHD_Result kf_metrics_get(struct kf_req *r) {
@@ -92,10 +119,15 @@ enum MHD_Result kf_metrics_get(struct kf_req *r) {
     PQclear(classes);
     struct kf_queue *q = kf_srv_queue_get(r->srv);
     if (q) {
+        struct worker_family up = {out, false}, busy = {out, true};
         fputs("# HELP kforge_worker_up Workers whose heartbeat is alive.\n"
               "# TYPE kforge_worker_up gauge\n",
               out);
-        kf_queue_heartbeats(q, worker_line, out);
+        kf_queue_heartbeats(q, worker_line, &up);
+        fputs("# HELP kforge_worker_busy 1 while the worker holds a job.\n"
+              "# TYPE kforge_worker_busy gauge\n",
+              out);
+        kf_queue_heartbeats(q, worker_line, &busy);
         kf_srv_queue_put(r->srv, q);
     }
     fclose(out);

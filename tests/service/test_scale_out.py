@@ -7,6 +7,7 @@ one host is issue 8's device run.)"""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -40,10 +41,12 @@ def enqueue(stack: Stack) -> dict[str, dict[str, Any]]:
 
 
 def running_on(stack: Stack, worker_names: set[str]) -> tuple[str, str] | None:
-    """A running job and the worker that holds it, once one holds a job past its claim."""
+    """A running job (an episode first: the longest) and the worker that holds it, once one holds a
+    job past its claim."""
     rows = stack.psql(
         "SELECT j.id, j.lease_owner FROM jobs j WHERE j.status = 'running' AND EXISTS "
         "(SELECT 1 FROM job_events e WHERE e.job_id = j.id AND e.kind IN ('building', 'turn'))"
+        " ORDER BY j.kind = 'optimize' DESC"
     )
     for line in rows.splitlines():
         job_id, owner = line.split("|")
@@ -56,6 +59,20 @@ def test_three_workers_share_a_batch_and_survive_a_kill(stack: Stack, workers) -
     jobs = enqueue(stack)
     names = [f"scale-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
     started = {n: workers(worker_name=n, **FAST_TAKEOVER) for n in names}
+
+    # /metrics labels each live worker by name, host, GPU ("" on cpu) and class, and shows who is busy
+    def metric(family: str, name: str) -> str | None:
+        m = re.search(
+            rf'^{family}{{worker="{name}",host="[^"]+",gpu="",class="cpu"}} (\d)$',
+            stack.api.get("/metrics").text,
+            re.M,
+        )
+        return m.group(1) if m else None
+
+    wait_until(
+        lambda: all(metric("kforge_worker_up", n) == "1" for n in names), 30, "three workers in /metrics"
+    )
+    wait_until(lambda: any(metric("kforge_worker_busy", n) == "1" for n in names), 30, "a busy worker")
     victim_job, victim = wait_until(lambda: running_on(stack, set(names)), 300, "a worker to hold a job")
     started[victim].kill_hard()
     alive = [p for n, p in started.items() if n != victim]
