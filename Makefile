@@ -50,6 +50,8 @@ bench: build
 	@bash bench/service_bench.sh
 	@$(PY) bench/episode_bench.py
 	@$(PY) bench/expert_bench.py
+	@n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); if [ "$$n" -ge 2 ]; then $(PY) bench/scale_bench.py --gpus 0,1; \
+	  else echo "scale_bench: needs two GPUs (found $$n); on cpu: $(PY) bench/scale_bench.py --backend cpu"; fi
 
 bundle: build
 	@bash scripts/bundle.sh
