@@ -168,15 +168,14 @@ def evaluate_service(url: str, key: str, task: Path, cand: Path, backend: str, o
 
 
 def episode_page(url: str, episode_id: str) -> str:
-    """The web page of an episode. The web UI that serves it (and the leaderboard at `/`) comes
-    with a later issue (7); until then the same data is JSON at /v1/episodes/{id}."""
+    """The web UI's page of an episode (web/js/episode.js; the leaderboard is at `/`)."""
     return f"{url}/episodes/{episode_id}"
 
 
 def start_episode(url: str, key: str, name: str, source: str, backend: str, options: dict) -> dict:
     """POST /v1/optimize with the expert policy: the OptimizeCreated reply, or {"error": ...}."""
     body = {
-        "task": {"name": name, "source": source},
+        "task": {"name": name, "source": source, "suite": "examples"},
         "backend": backend,
         "policy": {"name": "expert"},
         "options": options,
@@ -499,10 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     env = next((r["env"] for r in rows if r.get("env")), None) or {}
     device = next((r["device"] for r in rows if r.get("device")), None) or env.get("gpu") or env.get("cpu")
     print(f"on {device or backend} (torch {env.get('torch', '?')})")
-    # The web UI that serves these pages (an episode at /episodes/{id}, the leaderboard at /)
-    # comes with a later issue (7); until then the episodes are JSON at /v1/episodes/{id}.
-    print(f"\nresults (web UI: a later issue; JSON now at {url}/v1/episodes/ID):")
-    print(f"  {'leaderboard':<18} {url}/")
+    print("\nresults in the web UI:")
+    print(f"  {'leaderboard':<18} {url}/?suite=examples")
     for r in rows:
         if r.get("page"):
             print(f"  {r['task']:<18} {r['page']}")

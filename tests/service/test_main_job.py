@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 import pytest
+import requests
 from servicekit import PYTHON, ROOT, Stack
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -64,15 +65,21 @@ def test_main_job_expert_episodes(stack: Stack, workers, tmp_path) -> None:
     rows = table_rows(p.stdout)
     assert list(rows) == ["gelu", "matmul"], p.stdout
 
-    # the web addresses: the leaderboard at /, each episode at /episodes/{id}
+    # the web addresses: the leaderboard of the examples suite at /, each episode at /episodes/{id},
+    # pages of the web UI
     links = pages(p.stdout, stack.server.url)
-    assert links["leaderboard"] == stack.server.url + "/", p.stdout
+    assert links["leaderboard"] == stack.server.url + "/?suite=examples", p.stdout
+    for link in links.values():
+        page = requests.get(link, timeout=30)
+        assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html"), link
     ids = {}
     for name in ("gelu", "matmul"):
         m = re.fullmatch(re.escape(stack.server.url) + r"/episodes/([0-9a-f-]{36})", links[name])
         assert m, links
         ids[name] = m.group(1)
 
+    board = stack.api.get("/v1/leaderboard?suite=examples&per=entry").json()["rows"]
+    on_board = {r["episode_id"] for r in board}
     data = json.loads(out.read_text())
     assert data["mode"] == "optimize" and data["backend"] == "cpu" and data["policy"] == "expert"
     by_task = {r["task"]: r for r in data["results"]}
@@ -110,6 +117,8 @@ def test_main_job_expert_episodes(stack: Stack, workers, tmp_path) -> None:
         assert j["best_candidate_id"] == ep["best_candidate_id"] and j["n_turns"] == ep["n_turns"]
         assert j["page"] == links[name]
         assert j["solved"] == (ep["end_reason"] == "submitted" and res["verdict"]["status"] == "ok")
+        # a solved task is on the leaderboard of the examples suite, an unsolved one is not
+        assert (ep["id"] in on_board) == j["solved"], (name, board)
 
     # gelu: the expert's elementwise kernel, solved, a number for its speedup
     assert rows["gelu"]["status"] == "submitted", p.stdout

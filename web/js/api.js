@@ -1,0 +1,73 @@
+// api.js: the public API over fetch. Every failure becomes an ApiError carrying the API's one
+// error shape ({"error": {code, name, message, field?, request_id}}), or a stand-in for it
+// when the server could not be reached or answered something else.
+
+export class ApiError extends Error {
+  constructor(status, err) {
+    super(err.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = err.code ?? null;
+    this.errorName = err.name || "http_error";
+    this.field = err.field || null;
+    this.requestId = err.request_id || null;
+  }
+}
+
+// "/v1/leaderboard" + {device: "x", model: ""} -> "/v1/leaderboard?device=x" (empty values left out)
+export function withQuery(path, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v !== null && v !== undefined && v !== "") q.set(k, String(v));
+  }
+  const text = q.toString();
+  return text ? `${path}?${text}` : path;
+}
+
+async function request(path, options) {
+  let resp;
+  try {
+    resp = await fetch(path, { headers: { Accept: "application/json" }, ...options });
+  } catch {
+    throw new ApiError(0, { name: "unreachable", message: "The server could not be reached." });
+  }
+  let body = null;
+  try {
+    body = await resp.json();
+  } catch {
+    body = null;
+  }
+  if (resp.ok && body !== null) return body;
+  if (body && body.error) throw new ApiError(resp.status, body.error);
+  throw new ApiError(resp.status, { message: `The server answered HTTP ${resp.status}.` });
+}
+
+export function getJson(path, params) {
+  return request(withQuery(path, params), { method: "GET" });
+}
+
+// POST with a JSON body and `Authorization: Bearer key` (left out when key is empty).
+export function postJson(path, body, key) {
+  const headers = { Accept: "application/json", "Content-Type": "application/json" };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  return request(path, { method: "POST", headers, body: JSON.stringify(body) });
+}
+
+// The API key the reader typed on the submit page, kept for this tab only (sessionStorage).
+const KEY_SLOT = "kforge.apiKey";
+
+export function storedKey() {
+  try {
+    return sessionStorage.getItem(KEY_SLOT) || "";
+  } catch {
+    return "";
+  }
+}
+
+export function storeKey(key) {
+  try {
+    if (key) sessionStorage.setItem(KEY_SLOT, key);
+    else sessionStorage.removeItem(KEY_SLOT);
+  } catch {
+    // storage refused (private mode): the key just is not remembered
+  }
+}
