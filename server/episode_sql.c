@@ -28,7 +28,10 @@
 
 #define EPISODE_FIELDS                                                                             \
     "'id', e.id, 'job_id', e.job_id, 'task_id', e.task_id, 'backend', e.backend,"                  \
-    " 'status', e.status, 'end_reason', e.end_reason, 'policy', " POLICY_JSON ","                  \
+    " 'task_name', (SELECT k.name FROM tasks k WHERE k.id = e.task_id),"                           \
+    " 'status', e.status, 'end_reason', e.end_reason,"                                             \
+    " 'end_detail', (SELECT jd.result ->> 'end_detail' FROM jobs jd WHERE jd.id = e.job_id),"      \
+    " 'policy', " POLICY_JSON ","                                                                  \
     " 'limits', e.limits, 'attempt', e.attempt, 'n_turns', e.n_turns,"                             \
     " 'tokens', json_build_object('prompt', e.prompt_tokens, 'completion', e.completion_tokens),"  \
     " 'gpu_seconds', e.gpu_seconds, 'env', e.env, 'best_candidate_id', e.best_candidate_id,"       \

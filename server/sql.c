@@ -15,7 +15,9 @@
                                              " 'result', j.result, 'error', j.error, 'device', "   \
                                              "j.device,"                                           \
                                              " 'evaluation_id', (SELECT e2.id FROM evaluations "   \
-                                             "e2 WHERE e2.job_id = j.id))"
+                                             "e2 WHERE e2.job_id = j.id),"                         \
+                                             " 'episode_id', (SELECT p2.id FROM episodes p2 WHERE" \
+                                             " p2.job_id = j.id))"
 
 #define TASK_FIELDS                                                                                \
     "'id', t.id, 'name', t.name, 'sha256', t.sha256, 'backend', t.backend, 'suite', t.suite,"      \

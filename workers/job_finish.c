@@ -1,6 +1,7 @@
 /* job_finish.c: the finishing transactions (lib/README.md, steps 4, 5 and 8), each under the
  * fence, then the stream work that follows a commit (XACK+XDEL, XADD again, dead letter).
- *   result:    job succeeded + result, evaluation row or task status, baseline, `done`
+ *   result:    job succeeded + result, evaluation row, episode or task status, baseline
+ *              (from an evaluation or an episode's final verdict), `done`
  *   infra:     queued again + `retry`, or dead + `done` (+ kforge:dead) at max_attempts
  *   cancelled: job cancelled + `cancelled`, `done`
  *   handback:  queued again + `retry` (the worker is stopping; the attempt is not given back,
@@ -68,6 +69,26 @@ static const char *verdict_device(json_t *v, const char *backend) {
     return d && d[0] ? d : NULL;
 }
 
+/* The eager and torch.compile medians of a verdict (an evaluation's, or an episode's final
+ * re-validation) as the task's baseline on the verdict's device; nothing when it has none. */
+static int baseline(struct kf_db *db, const struct kfw_job *job, json_t *v) {
+    const char *device = verdict_device(v, job->backend);
+    json_t *timing = json_object_get(v, "timing");
+    json_t *eager = json_object_get(json_object_get(timing, "eager"), "median_ms");
+    json_t *comp = json_object_get(json_object_get(timing, "compile"), "median_ms");
+    if (!device || !json_is_number(eager))
+        return 0;
+    char em[32], cm[32];
+    snprintf(em, sizeof(em), "%.17g", json_number_value(eager));
+    snprintf(cm, sizeof(cm), "%.17g", json_number_value(comp));
+    const char *b[] = {job->task_id, job->backend, device, em, json_is_number(comp) ? cm : NULL};
+    int rc = 0;
+    PGresult *r = exec(db, "baseline", 5, b, &rc);
+    if (r)
+        PQclear(r);
+    return rc;
+}
+
 static int result_fn(struct kf_db *db, void *arg) {
     struct fin *f = arg;
     const struct kfw_job *job = f->job;
@@ -100,6 +121,8 @@ static int result_fn(struct kf_db *db, void *arg) {
         if ((r = exec(db, "episode_finish", 3, e, &rc)) == NULL)
             goto out;
         PQclear(r);
+        if ((rc = baseline(db, job, json_object_get(v, "final_verdict"))) != 0)
+            goto out;
         rc = event(db, job->id, "done",
                    json_pack("{s:s, s:O?, s:O?}", "status", "succeeded", "result",
                              json_object_get(v, "end_reason"), "reward",
@@ -111,19 +134,8 @@ static int result_fn(struct kf_db *db, void *arg) {
         if ((r = exec(db, "eval_done", 3, e, &rc)) == NULL)
             goto out;
         PQclear(r);
-        json_t *timing = json_object_get(v, "timing");
-        json_t *eager = json_object_get(json_object_get(timing, "eager"), "median_ms");
-        json_t *comp = json_object_get(json_object_get(timing, "compile"), "median_ms");
-        if (device && json_is_number(eager)) {
-            char em[32], cm[32];
-            snprintf(em, sizeof(em), "%.17g", json_number_value(eager));
-            snprintf(cm, sizeof(cm), "%.17g", json_number_value(comp));
-            const char *b[] = {job->task_id, job->backend, device, em,
-                               json_is_number(comp) ? cm : NULL};
-            if ((r = exec(db, "baseline", 5, b, &rc)) == NULL)
-                goto out;
-            PQclear(r);
-        }
+        if ((rc = baseline(db, job, v)) != 0)
+            goto out;
     } else {
         /* check-task: {"fit": bool, ...}; a "status" of "ok" counts as fit too */
         bool ok = json_is_true(json_object_get(v, "fit")) || (status && !strcmp(status, "ok"));

@@ -16,7 +16,8 @@ from episodekit import add_candidate, add_episode, call, default_turns, new_task
 from servicekit import ROOT, Stack, assert_error
 
 EPISODE_KEYS = {
-    "id", "job_id", "task_id", "backend", "status", "end_reason", "policy", "limits", "attempt",
+    "id", "job_id", "task_id", "task_name", "backend", "status", "end_reason", "end_detail", "policy",
+    "limits", "attempt",
     "n_turns", "tokens", "gpu_seconds", "env", "best_candidate_id", "result", "created_at",
     "started_at", "finished_at",
 }  # fmt: skip

@@ -32,6 +32,7 @@ LIMIT_BOUNDS = {
 JOB_KEYS = {
     "id", "kind", "status", "class", "backend", "task_id", "attempt", "cancel_requested",
     "created_at", "claimed_at", "finished_at", "result", "error", "device", "evaluation_id",
+    "episode_id",
 }  # fmt: skip
 OPENAI = {
     "name": "openai",
@@ -126,6 +127,7 @@ def accepted(r: Any) -> dict[str, Any]:
     assert job["created_at"].endswith("Z") and "T" in job["created_at"]
     assert set(ep) == {"id", "status"} and ep["status"] == "queued", ep
     uuid.UUID(ep["id"])
+    assert job["episode_id"] == ep["id"], (job, ep)
     assert r.headers.get("Location") == f"/v1/jobs/{job['id']}", r.headers
     return body
 

@@ -57,6 +57,10 @@ def test_expert_fuses_an_elementwise_chain(stack: Stack, workers, name: str) -> 
     assert all(c["status"] == "ok" and c["correct"] for c in comps), comps
     res = ep["result"]
     assert res["verdict"]["status"] == "ok" and res["reward"] >= 1 and res["speedup_vs_eager"] > 0
+    # the final verdict's eager time is the task's baseline on that device
+    task = stack.api.get(f"/v1/tasks/{ep['task_id']}").json()
+    eager = res["verdict"]["timing"]["eager"]["median_ms"]
+    assert [(b["device"], b["eager_ms"]) for b in task["baselines"]] == [(res["device"], eager)], task
     # the kernel it wrote: one fused pass, no PyTorch compute in model_new.py
     cand = stack.api.get(f"/v1/candidates/{ep['best_candidate_id']}").json()
     assert set(cand["files"]) == {"model_new.py", "kernels/kf_op0.cpp"}
@@ -136,6 +140,7 @@ def test_expert_names_what_it_cannot_do(stack: Stack, workers) -> None:
     assert job["status"] == r["status"]
     assert r["result"]["end_reason"] == "unsupported"
     assert "cumsum" in json.dumps(r["result"]["end_detail"]), r["result"]
+    assert ep["end_detail"] == r["result"]["end_detail"] and ep["task_name"] == "cumsum", ep
     assert ep["result"]["reward"] == -1
 
 

@@ -20,6 +20,13 @@ def test_a_job_page_follows_the_worker_live(site: Site, page: Page) -> None:
     page.wait(lambda: status_of(page) == "queued", "the status line to say queued")
     assert page.d.title == "Job optimize · kforge"
     assert page.texts(".job-result .note") == ["The result appears here when the job is done."]
+    # the episode is linked while the job waits (GET /v1/jobs gives its id from the start)
+    queued = site.get(f"/v1/jobs/{job_id}")
+    assert (
+        page.find("dl.facts a.episode-link")
+        .get_attribute("href")
+        .endswith(f"/episodes/{queued['episode_id']}")
+    )
     page.shot("job-queued")
     page.mark()
 

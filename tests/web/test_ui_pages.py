@@ -108,6 +108,8 @@ def test_the_episode_page_shows_the_trajectory_rewards_and_chart(site: Site, pag
     res = ep["result"]
     assert got["Reward"] == reward_text(res["reward"]) and got["Status"] == ep["status"] == "finished"
     assert got["End"] == ep["end_reason"] and got["Turns"] == str(ep["n_turns"])
+    assert got["Task"] == ep["task_name"] == "gelu"
+    assert got.get("Why") == ep["end_detail"], (got, ep["end_detail"])  # shown when the job gave one
     assert_speedup(got["vs eager"], res["speedup_vs_eager"])
     assert_speedup(got["vs torch.compile"], res["speedup_vs_compile"])
     assert got["Device"] == res["device"]

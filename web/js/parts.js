@@ -59,11 +59,11 @@ export function speedupBar(x) {
   return cell;
 }
 
-// A <dl> of [label, value] pairs (pairs whose value is null are left out).
+// A <dl> of [label, value] pairs (null pairs, and pairs whose value is null, are left out).
 export function facts(pairs, cls = "facts") {
   return h("dl", { class: cls },
     pairs
-      .filter(([, v]) => v !== null && v !== undefined)
+      .filter((pair) => pair && pair[1] !== null && pair[1] !== undefined)
       .map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))),
   );
 }

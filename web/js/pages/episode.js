@@ -39,6 +39,7 @@ function header(ep, task) {
     ["Policy", policyText(ep.policy)],
     ["Status", badge(ep.status)],
     ["End", fmt.text(ep.end_reason)],
+    ep.end_detail ? ["Why", h("span", { class: "end-detail" }, ep.end_detail)] : null,
     ["Reward", rewardBadge(res.reward)],
     ["vs eager", h("span", { class: "num" }, fmt.speedup(res.speedup_vs_eager))],
     ["vs torch.compile", h("span", { class: "num" }, fmt.speedup(res.speedup_vs_compile))],
@@ -72,7 +73,7 @@ export async function render(ctx) {
   document.title = "Episode · kforge";
   const ep = await loadPage(ctx.view, "episode", () => getJson(`/v1/episodes/${ctx.id}`));
   if (!ep) return;
-  const task = await getJson(`/v1/tasks/${ep.task_id}`).catch(() => null);
+  const task = { name: ep.task_name };
   document.title = `Episode · ${task ? task.name : "task"} · kforge`;
   const turns = ep.turns || [];
   fill(ctx.view,

@@ -138,6 +138,7 @@ function jobFacts(job) {
     ["Task", h("a", { href: `/tasks/${job.task_id}` }, job.task_id.slice(0, 8))],
     ["Created", fmt.when(job.created_at)],
     ["Attempt", String(job.attempt)],
+    job.episode_id ? ["Episode", h("a", { class: "episode-link", href: `/episodes/${job.episode_id}` }, job.episode_id.slice(0, 8))] : null,
   ]);
 }
 
