@@ -5,12 +5,7 @@
 # throughput ratio, and the cross-talk of timings (a candidate on GPU 0 alone, then while GPU 1
 # runs matmuls). Writes $OUT/scale.json and $OUT/scale.txt.
 set -u
-OUT=${OUT:-/tmp/kforge-gpu}
-mkdir -p "$OUT"
-dir=$(mktemp -d /tmp/kforge-scale-XXXXXX)
-chmod 755 "$dir" # PostgreSQL runs as postgres or nobody and must reach its folder
-tar xzf build/kforge-bundle.tar.gz -C "$dir"
-export KFORGE_PYTHON=${KFORGE_PYTHON:-$(command -v python3)} PYTHONUNBUFFERED=1
+. scripts/gpu_unpack.sh scale
 nvidia-smi -L | tee "$OUT/scale.txt"
 timeout "${LIMIT:-540}" python3 bench/scale_bench.py --backend cuda --gpus "${GPUS:-0,1}" --jobs "${JOBS:-24}" \
   --kforge "$dir/kforge/bin/kforge" --var "$dir/var" --json "$OUT/scale.json" 2>&1 | tee -a "$OUT/scale.txt"

@@ -5,12 +5,8 @@
 # tests/harness/test_examples.py::test_cuda_example, so that the rewards compare with the harness
 # alone), prints the table, and stops the stack. Logs under $OUT/service.
 set -u
-OUT=${OUT:-/tmp/kforge-gpu}
+. scripts/gpu_unpack.sh svc
 mkdir -p "$OUT/service"
-dir=$(mktemp -d /tmp/kforge-svc-XXXXXX)
-chmod 755 "$dir" # PostgreSQL runs as postgres or nobody and must reach its folder
-tar xzf build/kforge-bundle.tar.gz -C "$dir"
-export KFORGE_PYTHON=${KFORGE_PYTHON:-$(command -v python3)}
 {
   echo "host: $(id -un), zoneinfo UTC: $(ls /usr/share/zoneinfo/UTC 2>&1), postgres user: $(id postgres 2>&1 | head -c 60)"
   "$dir/kforge/bin/kforge" up --var "$dir/var" --port 0 --gpus "${GPU:-0}"
