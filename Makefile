@@ -39,7 +39,7 @@ run: build
 	@$(PY) scripts/run_examples.py
 
 test: build fmt-check lint
-	$(PYTEST) -m "not gpu" tests
+	$(PYTEST) -n 2 --dist loadfile --durations=40 -m "not gpu" tests
 
 test-gpu: build
 	$(PYTEST) -m gpu tests

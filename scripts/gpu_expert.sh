@@ -13,11 +13,11 @@ tar xzf build/kforge-bundle.tar.gz -C "$work" kforge/lib
 export PYTHONPATH="$PWD/workers/harness" KFORGE_GPU_LOCK="$work/gpu0.lock" PYTHONUNBUFFERED=1
 export KFORGE_PROBE_LIBS="$work/kforge/lib" KFORGE_EXPERT_VERDICTS="$OUT/expert.jsonl"
 export KFORGE_EXPERT_BUDGET=${BUDGET:-0.6}
-sel=""
-[ -n "${TASKS:-}" ] && sel="-k $(echo "$TASKS" | sed 's/ / or /g')"
-# shellcheck disable=SC2086
+sel=()
+# "-k" and its expression as two words ("a or b"): unquoted, the expression split into paths
+[ -n "${TASKS:-}" ] && sel=(-k "$(echo "$TASKS" | sed 's/ / or /g')")
 timeout "${LIMIT:-480}" python3 -m pytest -m gpu -n "${PAR:-4}" -q -p no:cacheprovider -o addopts= \
-    tests/agent/test_expert_gpu.py $sel >"$OUT/expert-pytest.log" 2>&1
+    tests/agent/test_expert_gpu.py "${sel[@]}" >"$OUT/expert-pytest.log" 2>&1
 echo "pytest exit status $?" >>"$OUT/expert-pytest.log"
 tail -n 15 "$OUT/expert-pytest.log"
 python3 bench/expert_table.py "$OUT/expert.jsonl" | tee "$OUT/expert.txt"
