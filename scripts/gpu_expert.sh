@@ -10,7 +10,8 @@ OUT=${OUT:-/tmp/kforge-gpu}
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/kforge-expert-XXXXXX)
 tar xzf build/kforge-bundle.tar.gz -C "$work" kforge/lib
-export PYTHONPATH="$PWD/workers/harness" KFORGE_GPU_LOCK="$work/gpu0.lock" PYTHONUNBUFFERED=1
+# one GPU lock with whatever else runs on this GPU (KFORGE_GPU_LOCK set by the caller)
+export PYTHONPATH="$PWD/workers/harness" KFORGE_GPU_LOCK="${KFORGE_GPU_LOCK:-$work/gpu0.lock}" PYTHONUNBUFFERED=1
 export KFORGE_PROBE_LIBS="$work/kforge/lib" KFORGE_EXPERT_VERDICTS="$OUT/expert.jsonl"
 export KFORGE_EXPERT_BUDGET=${BUDGET:-0.6}
 sel=()

@@ -20,7 +20,7 @@ XDIST=""
 # call takes the one GPU lock (KFORGE_GPU_LOCK) from the end of its build on, as in the service.
 if [ "${WORKERS:-1}" -gt 1 ] && python3 -c "import xdist" 2>/dev/null; then
   XDIST="-n $WORKERS"
-  export KFORGE_GPU_LOCK="$OUT/gpu0.lock"
+  export KFORGE_GPU_LOCK="${KFORGE_GPU_LOCK:-$OUT/gpu0.lock}"
 fi
 # the jail's tests first, the long example runs last (a cut-off run still says the most)
 TESTS=${TESTS:-tests/harness/test_devshare_gpu.py tests/sandbox/test_gpu.py tests/harness/test_examples.py::test_cuda_example_in_jail

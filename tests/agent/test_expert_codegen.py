@@ -165,11 +165,12 @@ def test_every_task_is_planned_and_compiles(tmp_path: Path, backend: str, name: 
 
 
 def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
-    """The partition itself: norms are statistics + one fused pass; a chain before a reduction
-    is its prologue (no pass of its own); matmul + bias + activation is two kernels."""
+    """The partition itself: norms are statistics + one fused pass (on cuda, a layer norm is
+    one kernel); a chain before a reduction is its prologue (no pass of its own); matmul +
+    bias + activation is two kernels."""
 
-    def kinds(name: str) -> list[str]:
-        g = generate("cpu", graph_of(task_file(name, tmp_path), tmp_path, "cpu"))
+    def kinds(name: str, backend: str = "cpu") -> list[str]:
+        g = generate(backend, graph_of(task_file(name, tmp_path), tmp_path, backend))
         assert g["ok"], g["detail"]
         return [s["kind"] for s in g["steps"]]
 
@@ -179,6 +180,11 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("linear_bias_relu") == ["gemm", "ew"]
     assert kinds("softmax_rows") == ["softmax"]
     assert kinds("conv2d_relu_maxpool") == ["conv", "ew", "pool"]
+    # cuda: a layer norm's statistics and the pass that reads them are one kernel
+    # (expert_plan_fuse.c); group norm's groups are too long to re-read from cache
+    assert kinds("layer_norm_gelu", "cuda") == ["moments"]
+    assert kinds("layer_norm", "cuda") == ["moments"]
+    assert kinds("group_norm", "cuda") == ["moments", "ew"]
 
 
 def judged(task: Path, cand: Path) -> dict:

@@ -15,16 +15,8 @@ from pathlib import Path
 
 import pytest
 
+# skipped without a CUDA GPU by tests/conftest.py
 pytestmark = pytest.mark.gpu
-
-try:
-    import torch
-
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # pragma: no cover - torch is a dependency of the harness
-    HAVE_CUDA = False
-if not HAVE_CUDA:
-    pytestmark = [pytest.mark.gpu, pytest.mark.skip(reason="needs a CUDA GPU")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"

@@ -9,17 +9,8 @@ from __future__ import annotations
 import pytest
 from test_hacks import brief, evaluate_backend
 
+# skipped without a CUDA GPU by tests/conftest.py
 pytestmark = pytest.mark.gpu
-
-try:
-    import torch
-
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:  # pragma: no cover - torch is a dependency of the harness
-    HAVE_CUDA = False
-
-if not HAVE_CUDA:
-    pytestmark = [pytest.mark.gpu, pytest.mark.skip(reason="needs a CUDA GPU")]
 
 CUDA = ["--backend", "cuda", "--no-compile", "--budget", "0.5"]
 

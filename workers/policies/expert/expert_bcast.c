@@ -72,15 +72,15 @@ static char *cpu(const char *fn, const char *body, int n, int v) {
     return b.data;
 }
 
-/* "in0, .., out, n, d1, d2, d3, s00, ..);\n": a launch's arguments */
-static void launch_args(struct kf_buf *b, int n) {
+/* "in0, .., out, n, d1, d2, d3, s00, ..<more>);\n": a launch's arguments */
+static void launch_args(struct kf_buf *b, int n, const char *more) {
     for (int k = 0; k < n; k++)
         kf_buf_printf(b, "in%d, ", k);
     kf_buf_printf(b, "out, n, d1, d2, d3");
     for (int k = 0; k < n; k++)
         for (int j = 0; j < 4; j++)
             kf_buf_printf(b, ", s%d%d", k, j);
-    kf_buf_printf(b, ");\n");
+    kf_buf_printf(b, "%s);\n", more);
 }
 
 /* cuda: variants 0 and 1 walk the output by rows of its last dimension (one division per row,
@@ -113,14 +113,32 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
         kf_buf_printf(&b, "__global__ void kf_rows(");
         kfw_ew_params(&b, n, "__restrict__");
         dims_params(&b, n);
+        /* a block takes rb consecutive rows: the row's (i0, i1, i2) split once per chunk and
+         * then counted up (64-bit divisions per row cost more than a short row's loads), each
+         * input's row start once per row, a 32-bit column index */
         kf_buf_printf(&b,
-                      ") {\n    const int64_t rows = n / d3;\n"
-                      "    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n"
-                      "        const int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
-                      "        for (int64_t i3 = threadIdx.x; i3 < d3; i3 += blockDim.x)\n"
-                      "            out[r * d3 + i3] = ");
-        elem_call(&b, n);
-        kf_buf_printf(&b, ";\n    }\n}\n\n");
+                      ", int64_t rb) {\n    const int64_t rows = n / d3;\n"
+                      "    const int len = (int)d3;\n"
+                      "    for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < rows; "
+                      "r0 += (int64_t)gridDim.x * rb) {\n"
+                      "        int64_t i2 = r0 %% d2, i1 = (r0 / d2) %% d1, i0 = r0 / d2 / d1;\n"
+                      "        const int64_t r1 = r0 + rb < rows ? r0 + rb : rows;\n"
+                      "        for (int64_t r = r0; r < r1; ++r) {\n");
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(
+                &b,
+                "            const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 "
+                "+ i2 * s%d2;\n",
+                k, k, k, k, k);
+        kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n#pragma unroll 4\n"
+                          "            for (int c = threadIdx.x; c < len; c += blockDim.x)\n"
+                          "                o[c] = kf_elem(");
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(&b, "%sp%d[c * s%d3]", k ? ", " : "", k, k);
+        kf_buf_printf(&b, ");\n            if (++i2 == d2) {\n                i2 = 0;\n"
+                          "                if (++i1 == d1) {\n                    i1 = 0;\n"
+                          "                    ++i0;\n                }\n            }\n"
+                          "        }\n    }\n}\n\n");
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
@@ -130,16 +148,19 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                   "    const int threads = %d;\n",
                   threads[v]);
     if (v < 2) {
-        kf_buf_printf(&b, "    if (d3 >= 64) {\n        const int64_t rows = n / d3;\n"
-                          "        const int64_t blocks = rows < 65535 * 16 ? rows : 65535 * 16;\n"
-                          "        kf_rows<<<(unsigned)blocks, threads, 0, 0>>>(");
-        launch_args(&b, n);
+        kf_buf_printf(
+            &b, "    if (d3 >= 64 && d3 <= 0x7fffffff) {\n        const int64_t rows = n / d3;\n"
+                "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
+                "        const int64_t chunks = (rows + rb - 1) / rb;\n"
+                "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"
+                "        kf_rows<<<(unsigned)blocks, threads, 0, 0>>>(");
+        launch_args(&b, n, ", rb");
         kf_buf_printf(&b, "        return (int)cudaGetLastError();\n    }\n");
     }
     kf_buf_printf(&b, "    int64_t blocks = (n + threads - 1) / threads;\n"
                       "    if (blocks > 65535 * 8)\n        blocks = 65535 * 8;\n"
                       "    kf_bcast<<<(unsigned)blocks, threads, 0, 0>>>(");
-    launch_args(&b, n);
+    launch_args(&b, n, "");
     kf_buf_printf(&b, "    return (int)cudaGetLastError();\n}\n");
     return b.data;
 }

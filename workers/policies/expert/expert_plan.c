@@ -186,18 +186,27 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         free(c);
         return -1;
     }
+    struct kf_buf b = {0};
+    chain_body(p, v, c, &b);
+    char names[1024];
+    leaf_names(p, c, names, sizeof(names));
+    int fused = b.data && bcast ? kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names) : 0;
+    if (fused != 0) {
+        free(b.data);
+        free(c);
+        if (fused < 0)
+            snprintf(detail, dlen, "out of memory");
+        return fused < 0 ? -1 : 0;
+    }
     struct kfx_step *st = kfx_add_step(p, KFX_EW, detail, dlen);
     if (st == NULL) {
+        free(b.data);
         free(c);
         return -1;
     }
-    struct kf_buf b = {0};
-    chain_body(p, v, c, &b);
     st->body = b.data;
     st->n_leaves = c->n_leaves;
     st->bcast = bcast;
-    char names[1024];
-    leaf_names(p, c, names, sizeof(names));
     snprintf(x->py, sizeof(x->py), "t%d", v);
     if (bcast) {
         kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
@@ -471,8 +480,10 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
 void kfx_plan_free(struct kfx_plan *p) {
     for (int k = 0; k < p->n_vals; k++)
         free(p->val[k].expr);
-    for (int s = 0; s < p->n_steps; s++)
+    for (int s = 0; s < p->n_steps; s++) {
         free(p->step[s].body);
+        free(p->step[s].ew_body);
+    }
     if (p->fwd) {
         kf_buf_free(p->fwd);
         free(p->fwd);

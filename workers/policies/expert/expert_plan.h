@@ -57,6 +57,16 @@ struct kfx_step {
     char ins[4][128];   /* GEMM, CONV, POOL: Python expressions of the operands */
     int n_ins;
     int n_variants; /* counted when planned */
+    /* MOMENTS of contiguous groups (layer norm) on cuda: the elementwise pass that follows
+     * (its output of the statistics' input shape) fused into the same kernel, which computes a
+     * group's statistics and then writes that group's outputs while its input is in cache
+     * (expert_norm_fused.c). Set by kfx_materialise; fuse_* describe the candidate. */
+    char *ew_body; /* owned; NULL when not fused */
+    int ew_leaves;
+    signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
+    int fusable;                         /* the statistics may take a pass */
+    int stat_in, stat_m, stat_r;         /* vals: the input, the mean and the 1/std */
+    size_t launch_at, launch_len;        /* the statistics' launch line in fwd */
 };
 
 struct kfx_plan {
@@ -115,5 +125,17 @@ void kfx_line(struct kfx_plan *p, const char *fmt, ...) __attribute__((format(pr
 
 /* expert_rows.c: kernels of the reductions (KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS). */
 char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_norm_fused.c: for a MOMENTS step with ew_body set, the cuda code that follows the
+ * statistics' kf_elem and KF_LOAD (inside expert_rows.c's anonymous namespace): the fused
+ * kernel and the extern "C" launcher, with expert_rows.c's placeholders (@IN@, @ARGS@, @FN@,
+ * @T@) left for it to fill. Owned; NULL when memory ran out. */
+char *kfx_norm_fused_tmpl(const struct kfx_step *st);
+
+/* expert_plan.c: when the last step is a fusable MOMENTS step whose statistics the lazy val v
+ * (with leaves leaf[0..n)) reads, at the statistics' input shape: fuses v's pass into it and
+ * returns 1; 0 when it does not apply; -1 on failure. */
+int kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, const char *body,
+                  const char *names);
 
 #endif

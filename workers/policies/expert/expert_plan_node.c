@@ -273,8 +273,15 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
         kfx_line(p, "%s_b = math.prod(%s_s[len(%s_s) - %d :])", mp, mp, mp, L);
         kfx_line(p, "%s = _alloc(%s_s[: len(%s_s) - %d] + [1] * %d, x0)", mp, mp, mp, L, L);
         kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        /* contiguous groups: the elementwise pass that reads them may fuse (expert_plan_fuse.c) */
+        st->fusable = 1;
+        st->stat_in = in;
+        st->stat_m = *m;
+        st->stat_r = *r;
+        st->launch_at = p->fwd->len;
         kfx_line(p, "self.k.%s(%s%s, %s, 1, %s.numel(), %s_b, 1, %s)", st->fn, leaves, mp, rp, mp,
                  mp, e);
+        st->launch_len = p->fwd->len - st->launch_at;
     } else if (kind == BATCH) {
         kfx_line(p, "%s = _alloc(%s_s[1:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
         kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);

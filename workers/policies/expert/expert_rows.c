@@ -15,6 +15,7 @@
 #include "buf.h"
 #include "expert.h"
 #include "expert_plan.h"
+#include "expert_rows_reg.h"
 
 /* Appends tmpl with @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (the
  * block size) replaced. */
@@ -69,8 +70,16 @@ static void acc_code(struct kf_buf *b, const char *op, const char *qual) {
                       "%s void acc_add(Acc &a, float x, int64_t) { a = acc_merge(a, Acc{x, "
                       "1.0f, 0}); }\n",
                       qual, qual);
+    } else if (!arg) {
+        /* amax, amin: NaN wins (as in PyTorch); no index to keep */
+        kf_buf_printf(
+            b,
+            "%s void acc_add(Acc &a, float x, int64_t) { if (x != x || x %c a.v) a.v = x; "
+            "}\n"
+            "%s Acc acc_merge(Acc a, Acc b) { return b.v != b.v || b.v %c a.v ? b : a; }\n",
+            qual, mx ? '>' : '<', qual, mx ? '>' : '<');
     } else {
-        /* extremes: NaN wins (as in PyTorch), then the value, then the lower index */
+        /* arg-extremes: NaN wins (as in PyTorch), then the value, then the lower index */
         kf_buf_printf(b,
                       "%s bool acc_better(float x, int64_t i, float v, int64_t j) {\n"
                       "    if (x != x) return v == v || i < j;\n"
@@ -131,6 +140,16 @@ static const char CUDA_BLOCK_REDUCE[] =
     "        part[threadIdx.y][threadIdx.x] = a;\n"                                                \
     "        __syncthreads();\n"
 
+/* The end of a launcher: tiles of columns when inner > 1. */
+#define COLS_LAUNCH                                                                                \
+    "    } else {\n"                                                                               \
+    "        const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "   \
+    "65535));\n"                                                                                   \
+    "        cols<<<grid, dim3(32, SPLIT), 0, 0>>>(@ARGS@out, outer, red, inner);\n"               \
+    "    }\n"                                                                                      \
+    "    return (int)cudaGetLastError();\n"                                                        \
+    "}\n"
+
 static const char CUDA_REDUCE[] =
     "__global__ void rows(@IN@OutT *__restrict__ out, int64_t outer, int64_t red) {\n"
     "    for (int64_t r = blockIdx.x; r < outer; r += gridDim.x) {\n"
@@ -139,6 +158,23 @@ static const char CUDA_REDUCE[] =
     "        ROW_ACC(blockDim.x, 1, (void)0)\n"
     "        a = block_reduce(a);\n"
     "        if (threadIdx.x == 0)\n"
+    "            out[r] = acc_fin(a, red);\n"
+    "    }\n"
+    "}\n\n"
+    "// Short rows (red <= 1024): a warp per row, combined by shuffles alone (a block per row\n"
+    "// spends more on its two barriers than on the row's loads).\n"
+    "__global__ void rows_warp(@IN@OutT *__restrict__ out, int64_t outer, int64_t red) {\n"
+    "    const int lane = threadIdx.x & 31;\n"
+    "    const int64_t wpb = blockDim.x >> 5;\n"
+    "    for (int64_t r = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5); r < outer;\n"
+    "         r += (int64_t)gridDim.x * wpb) {\n"
+    "        const int64_t base = r * red;\n"
+    "        Acc a = acc_init();\n"
+    "        int64_t j = lane;\n"
+    "        ACC4(32, 1, (void)0)\n"
+    "        for (int off = 16; off > 0; off >>= 1)\n"
+    "            a = acc_merge(a, acc_shfl(a, off));\n"
+    "        if (lane == 0)\n"
     "            out[r] = acc_fin(a, red);\n"
     "    }\n"
     "}\n\n"
@@ -157,16 +193,17 @@ static const char CUDA_REDUCE[] =
     "extern \"C\" int @FN@(@IN@OutT *out, int64_t outer, int64_t red, int64_t inner) {\n"
     "    if (outer <= 0 || inner <= 0)\n"
     "        return outer < 0 || inner < 0;\n"
-    "    if (inner == 1) {\n"
+    "    if (inner == 1 && red <= 1024) {\n"
+    "        const int64_t blocks = (outer + @T@ / 32 - 1) / (@T@ / 32);\n"
+    "        rows_warp<<<(unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16), @T@, 0, 0>>>(\n"
+    "            @ARGS@out, outer, red);\n"
+    "    } else if (inner == 1) {\n"
+    "#if KF_REG_ROWS\n"
+    "        if (red <= KMAX * @T@)\n"
+    "            return rows_reg_launch(@ARGS@out, outer, red);\n"
+    "#endif\n"
     "        const int64_t blocks = outer < 65535 * 16 ? outer : 65535 * 16;\n"
-    "        rows<<<(unsigned)blocks, @T@, 0, 0>>>(@ARGS@out, outer, red);\n"
-    "    } else {\n"
-    "        const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "
-    "65535));\n"
-    "        cols<<<grid, dim3(32, SPLIT), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
-    "    }\n"
-    "    return (int)cudaGetLastError();\n"
-    "}\n";
+    "        rows<<<(unsigned)blocks, @T@, 0, 0>>>(@ARGS@out, outer, red);\n" COLS_LAUNCH;
 
 static const char CUDA_SOFTMAX[] =
     "__device__ __forceinline__ float kf_out(float x, Acc a) {\n"
@@ -200,17 +237,14 @@ static const char CUDA_SOFTMAX[] =
     "    if (outer <= 0 || inner <= 0 || red <= 0)\n"
     "        return outer < 0 || inner < 0 || red < 0;\n"
     "    if (inner == 1) {\n"
+    "#if KF_REG_ROWS\n"
+    "        if (red <= KMAX * @T@)\n"
+    "            return rows_reg_launch(@ARGS@out, outer, red);\n"
+    "#endif\n"
     "        const int64_t blocks = outer < 65535 * 16 ? outer : 65535 * 16;\n"
     "        const bool cache = CACHE_ROW && red * 4 <= 48 * 1024;\n"
     "        rows<<<(unsigned)blocks, @T@, cache ? red * 4 : 0, 0>>>(@ARGS@out, outer, red, "
-    "cache);\n"
-    "    } else {\n"
-    "        const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "
-    "65535));\n"
-    "        cols<<<grid, dim3(32, SPLIT), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
-    "    }\n"
-    "    return (int)cudaGetLastError();\n"
-    "}\n";
+    "cache);\n" COLS_LAUNCH;
 
 static const char CUDA_MOMENTS[] =
     "__device__ double2 shfl2(double2 a, int off) {\n"
@@ -236,12 +270,7 @@ static const char CUDA_MOMENTS[] =
     "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
     "        double2 s = make_double2(0.0, 0.0);\n"
     "        for (int64_t a = 0; a < A; ++a) {\n"
-    "            const int64_t base = (a * G + g) * B;\n"
-    "            for (int64_t b = threadIdx.x; b < B; b += blockDim.x) {\n"
-    "                const double x = KF_LOAD(base + b);\n"
-    "                s.x += x;\n"
-    "                s.y += x * x;\n"
-    "            }\n"
+    "            KF_MOMENTS_ADD(s, (a * G + g) * B, B)\n"
     "        }\n"
     "        for (int off = 16; off > 0; off >>= 1) {\n"
     "            const double2 o = shfl2(s, off);\n"
@@ -340,6 +369,27 @@ static const char ACC_MACROS[] =
     "    int64_t j = threadIdx.x;        \\\n"
     "    ACC4(STEP, STRIDE, ON_X)\n\n";
 
+/* s (a double2) += the sums of x and x*x over elements [BASE, BASE + N) read by the block's
+ * threads in turn, four loads in flight per thread. */
+static const char MOMENTS_MACRO[] =
+    "#define KF_MOMENTS_ADD(s, BASE, N)                                                  \\\n"
+    "    {                                                                                \\\n"
+    "        const int64_t base_ = (BASE), n_ = (N), t_ = blockDim.x;                     \\\n"
+    "        int64_t b_ = threadIdx.x;                                                    \\\n"
+    "        for (; b_ + 3 * t_ < n_; b_ += 4 * t_) {                                     \\\n"
+    "            const double x0 = KF_LOAD(base_ + b_), x1 = KF_LOAD(base_ + b_ + t_);    \\\n"
+    "            const double x2 = KF_LOAD(base_ + b_ + 2 * t_);                          \\\n"
+    "            const double x3 = KF_LOAD(base_ + b_ + 3 * t_);                          \\\n"
+    "            s.x += (x0 + x1) + (x2 + x3);                                            \\\n"
+    "            s.y += (x0 * x0 + x1 * x1) + (x2 * x2 + x3 * x3);                        \\\n"
+    "        }                                                                            \\\n"
+    "        for (; b_ < n_; b_ += t_) {                                                  \\\n"
+    "            const double x = KF_LOAD(base_ + b_);                                    \\\n"
+    "            s.x += x;                                                                \\\n"
+    "            s.y += x * x;                                                            \\\n"
+    "        }                                                                            \\\n"
+    "    }\n\n";
+
 static void load_macro(struct kf_buf *b, int n) {
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
     for (int k = 0; k < n; k++)
@@ -353,21 +403,37 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     int nv = sm ? 4 : 3;
     if (v >= nv)
         return NULL;
-    /* softmax: the row cached in shared memory first (one read instead of two) */
-    int t = sm ? (int[]){256, 1024, 256, 512}[v] : threads[v];
+    /* softmax and logsumexp: rows held in registers (expert_rows_reg.c) in every variant but
+     * the last, which reads a row twice (cached in shared memory when it fits) with an online
+     * maximum and sum */
+    int t = sm ? (int[]){512, 1024, 256, 256}[v] : threads[v];
     int split = st->kind == KFX_MOMENTS ? (int[]){16, 32, 8}[v]
                 : sm                    ? (int[]){8, 32, 4, 16}[v]
                                         : (int[]){8, 16, 4}[v];
-    bool cache = sm && v < 2;
+    bool reg = (sm || strcmp(st->op, "logsumexp") == 0) && v < nv - 1;
+    bool cache = sm && !reg;
     struct kf_buf b = {0};
     kf_buf_printf(&b,
                   "// kforge expert: %s, variant %d: %d threads per row%s; columns in tiles of 32, "
                   "each split over %d threads.\n#include <cuda_runtime.h>\n#include <cmath>\n"
                   "#include <cstdint>\n\nnamespace {\n\nconstexpr int SPLIT = %d;\n\n",
-                  st->op, v, t, cache ? ", the row cached in shared memory" : "", split, split);
+                  st->op, v, t,
+                  reg     ? ", rows in registers"
+                  : cache ? ", the row cached in shared memory"
+                          : "",
+                  split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
     load_macro(&b, st->n_leaves);
     kf_buf_printf(&b, "%s", ACC_MACROS);
+    if (st->kind == KFX_MOMENTS)
+        kf_buf_printf(&b, "%s", MOMENTS_MACRO);
+    if (st->kind == KFX_MOMENTS && st->ew_body != NULL) {
+        char *fused = kfx_norm_fused_tmpl(st);
+        if (fused != NULL)
+            put(&b, fused, st, t);
+        free(fused);
+        return b.data;
+    }
     if (st->kind == KFX_MOMENTS) {
         put(&b, CUDA_MOMENTS, st, t);
         return b.data;
@@ -375,6 +441,14 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     const char *op = sm ? "softmax" : st->op;
     acc_code(&b, op, "__device__ __forceinline__");
     kf_buf_printf(&b, "%s", CUDA_BLOCK_REDUCE);
+    kf_buf_printf(&b, "#define KF_REG_ROWS %d\n", reg ? 1 : 0);
+    if (reg) {
+        kf_buf_printf(&b, "constexpr int MODE = %d;\n\n",
+                      !sm                                  ? 2
+                      : strcmp(st->op, "log_softmax") == 0 ? 1
+                                                           : 0);
+        put(&b, kfx_rows_reg_tmpl(), st, t);
+    }
     if (sm) {
         kf_buf_printf(&b, "constexpr bool LOG_SOFTMAX = %s;\nconstexpr bool CACHE_ROW = %s;\n\n",
                       strcmp(st->op, "log_softmax") == 0 ? "true" : "false",

@@ -1,0 +1,108 @@
+/* expert_norm_fused.c: the cuda kernel of a layer norm's statistics fused with the elementwise
+ * pass that reads them (planned by expert_plan_fuse.c). One block per group g (the B
+ * contiguous elements normalised together): the block sums x and x*x in double precision as
+ * expert_rows.c's statistics kernel does, writes mean[g] and rstd[g], then computes the pass over
+ * the group's rows of the output (B / d3 rows of the last dimension, d3 dividing B), reading
+ * the statistics from shared memory and every other input through its broadcast strides. The
+ * group's input was just read by the same block, so the pass reads it from cache. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "buf.h"
+#include "expert.h"
+#include "expert_plan.h"
+
+/* the pass's inputs (stat leaves included, unread: the launch line passes every leaf) and the
+ * broadcast geometry: "const float *e0, ..., int64_t s43" to declare (decl), "e0, ..., s43" to
+ * pass */
+static void pass_list(struct kf_buf *b, const struct kfx_step *st, bool decl) {
+    for (int k = 0; k < st->ew_leaves; k++)
+        kf_buf_printf(b, "%se%d, ", decl ? "const float *" : "", k);
+    kf_buf_printf(b, decl ? "float *__restrict__ out, int64_t n, int64_t d1, int64_t d2, int64_t d3"
+                          : "out, n, d1, d2, d3");
+    for (int k = 0; k < st->ew_leaves; k++)
+        for (int j = 0; j < 4; j++)
+            kf_buf_printf(b, ", %ss%d%d", decl ? "int64_t " : "", k, j);
+}
+
+static const char STATS[] =
+    "static_assert(SPLIT > 0, \"expert_rows.c's header, unused here\");\n\n"
+    "__global__ void __launch_bounds__(@T@) norm_rows(@IN@float *__restrict__ mean,\n"
+    "        float *__restrict__ rstd, int64_t G, int64_t B, float eps, ";
+
+static const char GROUP[] =
+    ") {\n"
+    "    __shared__ double2 part[32];\n"
+    "    __shared__ float stat[2];\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    const int64_t per = B / d3;\n"
+    "    const int len = (int)d3;\n"
+    "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
+    "        double2 s = make_double2(0.0, 0.0);\n"
+    "        KF_MOMENTS_ADD(s, g * B, B)\n"
+    "        for (int off = 16; off > 0; off >>= 1) {\n"
+    "            s.x += __shfl_down_sync(0xffffffffu, s.x, off);\n"
+    "            s.y += __shfl_down_sync(0xffffffffu, s.y, off);\n"
+    "        }\n"
+    "        if (lane == 0)\n"
+    "            part[warp] = s;\n"
+    "        __syncthreads();\n"
+    "        if (threadIdx.x == 0) {\n"
+    "            double2 a = make_double2(0.0, 0.0);\n"
+    "            for (int w = 0; w < (int)((blockDim.x + 31) >> 5); ++w) {\n"
+    "                a.x += part[w].x;\n"
+    "                a.y += part[w].y;\n"
+    "            }\n"
+    "            const double m = B > 0 ? a.x / (double)B : 0.0;\n"
+    "            double var = B > 0 ? a.y / (double)B - m * m : 0.0;\n"
+    "            var = var > 0.0 ? var : 0.0;\n"
+    "            stat[0] = mean[g] = (float)m;\n"
+    "            stat[1] = rstd[g] = (float)(1.0 / sqrt(var + (double)eps));\n"
+    "        }\n"
+    "        __syncthreads();\n"
+    "        const float mu = stat[0], rs = stat[1];\n"
+    "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n"
+    "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
+
+char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
+    struct kf_buf b = {0};
+    kf_buf_printf(&b, "namespace ew {\n");
+    kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
+    kf_buf_printf(&b, "} // namespace ew\n\n%s", STATS);
+    pass_list(&b, st, true);
+    kf_buf_printf(&b, "%s", GROUP);
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (st->ew_stat[k] == 0)
+            kf_buf_printf(&b,
+                          "            const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
+                          "+ i2 * s%d2;\n",
+                          k, k, k, k, k);
+    kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n#pragma unroll 4\n"
+                      "            for (int c = threadIdx.x; c < len; c += blockDim.x)\n"
+                      "                o[c] = ew::kf_elem(");
+    for (int k = 0; k < st->ew_leaves; k++) {
+        const char *sep = k ? ", " : "";
+        if (st->ew_stat[k] == 1)
+            kf_buf_printf(&b, "%smu", sep);
+        else if (st->ew_stat[k] == 2)
+            kf_buf_printf(&b, "%srs", sep);
+        else
+            kf_buf_printf(&b, "%sp%d[c * s%d3]", sep, k, k);
+    }
+    kf_buf_printf(&b, ");\n        }\n        __syncthreads();\n    }\n}\n\n} // namespace\n\n");
+    /* the statistics kernel's signature followed by the pass's (the launch line's order) */
+    kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, "
+                      "int64_t B,\n    int64_t rep, float eps, ");
+    pass_list(&b, st, true);
+    kf_buf_printf(
+        &b, ") {\n    if (G <= 0)\n        return G < 0;\n"
+            "    // the plan's contract: contiguous groups of whole rows covering the output\n"
+            "    if (A != 1 || rep != 1 || d3 <= 0 || d3 > 0x7fffffff || B %% d3 != 0 || "
+            "G * B != n)\n        return 2;\n"
+            "    const unsigned blocks = (unsigned)(G < 65535 * 16 ? G : 65535 * 16);\n"
+            "    norm_rows<<<blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, ");
+    pass_list(&b, st, false);
+    kf_buf_printf(&b, ");\n    return (int)cudaGetLastError();\n}\n");
+    return b.data;
+}
