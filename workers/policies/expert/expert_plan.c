@@ -147,7 +147,7 @@ static void chain_body(const struct kfx_plan *p, int v, const struct chain *c, s
     kf_buf_printf(b, "out[i] = v%d;\n", v);
 }
 
-static bool same_shape(const struct kfx_val *a, const struct kfx_val *b) {
+bool kfx_same_shape(const struct kfx_val *a, const struct kfx_val *b) {
     return a->ndim == b->ndim &&
            memcmp(a->shape, b->shape, sizeof(long long) * (size_t)a->ndim) == 0;
 }
@@ -179,7 +179,7 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     }
     int bcast = 0;
     for (int i = 0; i < c->n_leaves; i++)
-        if (!same_shape(&p->val[c->leaf[i]], x))
+        if (!kfx_same_shape(&p->val[c->leaf[i]], x))
             bcast = 1;
     if (bcast && x->ndim > 4) {
         snprintf(detail, dlen, "broadcasting over more than 4 dimensions (not yet)");
@@ -190,13 +190,9 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     chain_body(p, v, c, &b);
     char names[1024];
     leaf_names(p, c, names, sizeof(names));
-    int fused = b.data && bcast ? kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names) : 0;
-    if (fused != 0) {
-        free(b.data);
-        free(c);
-        if (fused < 0)
-            snprintf(detail, dlen, "out of memory");
-        return fused < 0 ? -1 : 0;
+    if (b.data && bcast && kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names)) {
+        free(c); /* the body is the fused step's now */
+        return 0;
     }
     struct kfx_step *st = kfx_add_step(p, KFX_EW, detail, dlen);
     if (st == NULL) {
@@ -228,7 +224,7 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
         struct chain *c = calloc(1, sizeof(*c));
         bool fuse = c != NULL && walk(p, v, c) == 0;
         for (int i = 0; fuse && i < c->n_leaves; i++)
-            fuse = same_shape(&p->val[c->leaf[i]], x);
+            fuse = kfx_same_shape(&p->val[c->leaf[i]], x);
         if (fuse) {
             struct kf_buf b = {0};
             chain_body(p, v, c, &b);

@@ -11,6 +11,7 @@
 #define KF_EXPERT_PLAN_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct kf_buf;
@@ -60,7 +61,8 @@ struct kfx_step {
     /* MOMENTS of contiguous groups (layer norm) on cuda: the elementwise pass that follows
      * (its output of the statistics' input shape) fused into the same kernel, which computes a
      * group's statistics and then writes that group's outputs while its input is in cache
-     * (expert_norm_fused.c). Set by kfx_materialise; fuse_* describe the candidate. */
+     * (expert_norm_fused.c). ew_* are set by kfx_fuse_norm; the statistics step sets the rest
+     * when it may fuse. */
     char *ew_body; /* owned; NULL when not fused */
     int ew_leaves;
     signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
@@ -132,10 +134,14 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
  * @T@) left for it to fill. Owned; NULL when memory ran out. */
 char *kfx_norm_fused_tmpl(const struct kfx_step *st);
 
-/* expert_plan.c: when the last step is a fusable MOMENTS step whose statistics the lazy val v
- * (with leaves leaf[0..n)) reads, at the statistics' input shape: fuses v's pass into it and
- * returns 1; 0 when it does not apply; -1 on failure. */
-int kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, const char *body,
-                  const char *names);
+/* expert_plan_fuse.c: when the last step is a fusable MOMENTS step whose statistics the lazy
+ * val v (body: its elementwise body over leaves leaf[0..n), named in names) reads, at the
+ * statistics' input shape: fuses v's pass into that step, which takes body (owned), and returns
+ * true; false, body still the caller's, when it does not apply. */
+bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
+                   const char *names);
+
+/* expert_plan.c: the two vals have the same shape. */
+bool kfx_same_shape(const struct kfx_val *a, const struct kfx_val *b);
 
 #endif

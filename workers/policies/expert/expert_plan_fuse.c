@@ -11,24 +11,15 @@
 #include "buf.h"
 #include "expert_plan.h"
 
-static bool same_shape(const struct kfx_val *a, const struct kfx_val *b) {
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
-int kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, const char *body,
-                  const char *names) {
+bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
+                   const char *names) {
     if (p->n_steps == 0 || strcmp(p->backend, "cuda") != 0 || n > KFX_MAX_LEAVES)
-        return 0;
+        return false;
     struct kfx_step *st = &p->step[p->n_steps - 1];
     struct kfx_val *x = &p->val[v];
     if (st->kind != KFX_MOMENTS || !st->fusable || st->ew_body != NULL || x->ndim > 4 ||
-        !same_shape(x, &p->val[st->stat_in]))
-        return 0;
+        !kfx_same_shape(x, &p->val[st->stat_in]))
+        return false;
     signed char stat[KFX_MAX_LEAVES];
     int stats = 0;
     for (int k = 0; k < n; k++) {
@@ -39,28 +30,25 @@ int kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, const char 
     char launch[1024];
     if (stats == 0 || st->launch_at + st->launch_len > f->len || st->launch_len < 10 ||
         st->launch_len >= sizeof(launch))
-        return 0;
+        return false;
     /* "        self.k.kf_opS(<statistics' arguments>)\n" without its ")\n" */
     memcpy(launch, f->data + st->launch_at, st->launch_len);
     launch[st->launch_len] = '\0';
     char *close = strrchr(launch, ')');
     if (close == NULL)
-        return 0;
+        return false;
     *close = '\0';
-    char *ew = strdup(body);
-    if (ew == NULL)
-        return -1;
     /* the statistics' launch moves after the output's allocation, with the pass's arguments */
     memmove(f->data + st->launch_at, f->data + st->launch_at + st->launch_len,
             f->len - st->launch_at - st->launch_len + 1);
     f->len -= st->launch_len;
     snprintf(x->py, sizeof(x->py), "t%d", v);
     kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
-    kfx_line(p, "%s, %s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", launch + 8, names, x->py,
-             x->py, x->py, x->py, names);
-    st->ew_body = ew;
+    kfx_line(p, "%s, %s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))",
+             launch + strspn(launch, " "), names, x->py, x->py, x->py, x->py, names);
+    st->ew_body = body;
     st->ew_leaves = n;
     memcpy(st->ew_stat, stat, (size_t)n);
     x->kind = KFX_TENSOR;
-    return 1;
+    return true;
 }
