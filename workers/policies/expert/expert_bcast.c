@@ -83,10 +83,118 @@ static void launch_args(struct kf_buf *b, int n, const char *more) {
     kf_buf_printf(b, "%s);\n", more);
 }
 
-/* cuda: variants 0 and 1 walk the output by rows of its last dimension (one division per row,
- * threads along the row: coalesced when an input's last stride is 1 or 0), falling back to the
- * flat kernel when rows are short; variant 2 is the flat kernel alone (one index split per
- * element). */
+/* host code: folds each dimension into the next inner one wherever every input (and the
+ * contiguous output) walks the two as one, and drops dimensions of size 1, so that a
+ * per-channel parameter over NCHW reads rows of H*W instead of rows of W (fewer, longer rows:
+ * less index work per element, wider loads) */
+static void fold_dims(struct kf_buf *b, int n) {
+    kf_buf_printf(b,
+                  "    {\n        const int64_t D[4] = {n / (d1 * d2 * d3), d1, d2, d3};\n"
+                  "        const int64_t S[%d][4] = {",
+                  n);
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%s{s%d0, s%d1, s%d2, s%d3}", k ? ", " : "", k, k, k, k);
+    kf_buf_printf(b,
+                  "};\n        int64_t nd[4] = {1, 1, 1, 1}, ns[%d][4] = {};\n"
+                  "        int cur = 3;\n        bool first = true;\n"
+                  "        for (int j = 3; j >= 0; --j) {\n"
+                  "            if (D[j] == 1)\n                continue;\n"
+                  "            if (!first) {\n                bool fold = true;\n"
+                  "                for (int k = 0; k < %d; ++k)\n"
+                  "                    fold = fold && S[k][j] == ns[k][cur] * nd[cur];\n"
+                  "                if (fold) {\n                    nd[cur] *= D[j];\n"
+                  "                    continue;\n                }\n"
+                  "                --cur;\n            }\n"
+                  "            first = false;\n            nd[cur] = D[j];\n"
+                  "            for (int k = 0; k < %d; ++k)\n"
+                  "                ns[k][cur] = S[k][j];\n        }\n"
+                  "        d1 = nd[1];\n        d2 = nd[2];\n        d3 = nd[3];\n",
+                  n, n, n);
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(
+            b, "        s%d0 = ns[%d][0], s%d1 = ns[%d][1], s%d2 = ns[%d][2], s%d3 = ns[%d][3];\n",
+            k, k, k, k, k, k, k, k);
+    kf_buf_printf(b, "    }\n");
+}
+
+/* kf_rows4: kf_rows with four columns per thread, for rows whose every input runs along the
+ * row with stride 1 (read as float4) or 0 (one value per row, read once): the common bias and
+ * per-channel cases. A row takes the fewest threads (a power of two, at least a warp) that
+ * cover it, so a block works on several short rows at once; each group of threads splits its
+ * first row's index once per chunk and counts up from there. The launch (rows4_launch) checks
+ * the strides and the alignment at run time and otherwise falls through to kf_rows. */
+static void rows4_kernel(struct kf_buf *b, int n) {
+    kf_buf_printf(b, "__global__ void kf_rows4(");
+    kfw_ew_params(b, n, "__restrict__");
+    dims_params(b, n);
+    kf_buf_printf(b, ", int64_t rb) {\n    const int64_t rows = n / d3;\n"
+                     "    const int len4 = (int)(d3 / 4);\n"
+                     "    int tpr = blockDim.x;\n"
+                     "    while (tpr > 32 && tpr / 2 >= len4)\n        tpr /= 2;\n"
+                     "    const int groups = blockDim.x / tpr, g = threadIdx.x / tpr, "
+                     "lane = threadIdx.x %% tpr;\n"
+                     "    for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < rows; "
+                     "r0 += (int64_t)gridDim.x * rb) {\n"
+                     "        const int64_t r1 = r0 + rb < rows ? r0 + rb : rows;\n"
+                     "        int64_t r = r0 + g;\n"
+                     "        if (r >= r1)\n            continue;\n"
+                     "        int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
+                     "        for (; r < r1; r += groups) {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b,
+                      "            const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 "
+                      "+ i2 * s%d2;\n"
+                      "            const float b%d = s%d3 ? 0.0f : p%d[0];\n",
+                      k, k, k, k, k, k, k, k);
+    kf_buf_printf(b,
+                  "            float4 *__restrict__ o = reinterpret_cast<float4 *>(out + r * d3);\n"
+                  "#pragma unroll 2\n"
+                  "            for (int c = lane; c < len4; c += tpr) {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(
+            b,
+            "                const float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
+            ": make_float4(b%d, b%d, b%d, b%d);\n",
+            k, k, k, k, k, k, k);
+    kf_buf_printf(b, "                float4 y;\n");
+    static const char lane[] = "xyzw";
+    for (int l = 0; l < 4; l++) {
+        kf_buf_printf(b, "                y.%c = kf_elem(", lane[l]);
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, lane[l]);
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "                o[c] = y;\n            }\n"
+                     "            i2 += groups;\n"
+                     "            while (i2 >= d2) {\n                i2 -= d2;\n"
+                     "                if (++i1 == d1) {\n                    i1 = 0;\n"
+                     "                    ++i0;\n                }\n            }\n"
+                     "        }\n    }\n}\n\n");
+}
+
+/* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
+ * input that runs along the row 16-byte aligned at every row start */
+static void rows4_launch(struct kf_buf *b, int n) {
+    kf_buf_printf(b, "    bool vec = d3 >= 64 && d3 %% 4 == 0 && d3 / 4 <= 0x7fffffff && "
+                     "((uintptr_t)out & 15) == 0;\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b,
+                      "    vec = vec && (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)in%d & 15) == 0 && "
+                      "(s%d0 | s%d1 | s%d2) %% 4 == 0));\n",
+                      k, k, k, k, k, k);
+    kf_buf_printf(b, "    if (vec) {\n        const int64_t rows = n / d3;\n"
+                     "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
+                     "        const int64_t chunks = (rows + rb - 1) / rb;\n"
+                     "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"
+                     "        kf_rows4<<<(unsigned)blocks, threads, 0, 0>>>(");
+    launch_args(b, n, ", rb");
+    kf_buf_printf(b, "        return (int)cudaGetLastError();\n    }\n");
+}
+
+/* cuda: variants 0 and 1 walk the output by rows of its last dimension (one division per chunk
+ * of rows, threads along the row: coalesced when an input's last stride is 1 or 0; four columns
+ * per thread where kf_rows4 applies), falling back to the flat kernel when rows are short; variant
+ * 2 is the flat kernel alone (one index split per element). */
 static char *cuda(const char *fn, const char *body, int n, int v) {
     static const int threads[] = {256, 512, 256};
     if (v > 2)
@@ -139,6 +247,7 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                           "                if (++i1 == d1) {\n                    i1 = 0;\n"
                           "                    ++i0;\n                }\n            }\n"
                           "        }\n    }\n}\n\n");
+        rows4_kernel(&b, n);
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
@@ -147,7 +256,9 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                   ") {\n    if (n <= 0 || d1 <= 0 || d2 <= 0 || d3 <= 0)\n        return n < 0;\n"
                   "    const int threads = %d;\n",
                   threads[v]);
+    fold_dims(&b, n);
     if (v < 2) {
+        rows4_launch(&b, n);
         kf_buf_printf(
             &b, "    if (d3 >= 64 && d3 <= 0x7fffffff) {\n        const int64_t rows = n / d3;\n"
                 "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"

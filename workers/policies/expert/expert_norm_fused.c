@@ -26,6 +26,37 @@ static void pass_list(struct kf_buf *b, const struct kfx_step *st, bool decl) {
             kf_buf_printf(b, ", %ss%d%d", decl ? "int64_t " : "", k, j);
 }
 
+/* the pass over one row with float4 loads and stores (v4: every input that runs along the row
+ * has stride 1 and 16-byte aligned rows, the others stride 0: one value per row) */
+static void pass4(struct kf_buf *b, const struct kfx_step *st) {
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (st->ew_stat[k] == 0)
+            kf_buf_printf(b, "                const float b%d = s%d3 ? 0.0f : p%d[0];\n", k, k, k);
+    kf_buf_printf(b, "                for (int c = threadIdx.x; c < len / 4; c += blockDim.x) {\n");
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (st->ew_stat[k] == 0)
+            kf_buf_printf(b,
+                          "                    const float4 a%d = s%d3 ? reinterpret_cast<const "
+                          "float4 *>(p%d)[c] : make_float4(b%d, b%d, b%d, b%d);\n",
+                          k, k, k, k, k, k, k);
+    kf_buf_printf(b, "                    float4 y;\n");
+    for (const char *l = "xyzw"; *l; l++) {
+        kf_buf_printf(b, "                    y.%c = ew::kf_elem(", *l);
+        for (int k = 0; k < st->ew_leaves; k++) {
+            const char *sep = k ? ", " : "";
+            if (st->ew_stat[k] == 1)
+                kf_buf_printf(b, "%smu", sep);
+            else if (st->ew_stat[k] == 2)
+                kf_buf_printf(b, "%srs", sep);
+            else
+                kf_buf_printf(b, "%sa%d.%c", sep, k, *l);
+        }
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "                    reinterpret_cast<float4 *>(o)[c] = y;\n"
+                     "                }\n");
+}
+
 static const char STATS[] =
     "static_assert(SPLIT > 0, \"expert_rows.c's header, unused here\");\n\n"
     "__global__ void __launch_bounds__(@T@) norm_rows(@IN@float *__restrict__ mean,\n"
@@ -40,7 +71,10 @@ static const char GROUP[] =
     "    const int len = (int)d3;\n"
     "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
     "        double2 s = make_double2(0.0, 0.0);\n"
-    "        KF_MOMENTS_ADD(s, g * B, B)\n"
+    "        if (KF_ALIGNED && B % 4 == 0)\n"
+    "            KF_MOMENTS_ADD4(s, g * B, B)\n"
+    "        else\n"
+    "            KF_MOMENTS_ADD(s, g * B, B)\n"
     "        for (int off = 16; off > 0; off >>= 1) {\n"
     "            s.x += __shfl_down_sync(0xffffffffu, s.x, off);\n"
     "            s.y += __shfl_down_sync(0xffffffffu, s.y, off);\n"
@@ -71,16 +105,18 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
     kf_buf_printf(&b, "} // namespace ew\n\n%s", STATS);
     pass_list(&b, st, true);
-    kf_buf_printf(&b, "%s", GROUP);
+    kf_buf_printf(&b, ", bool v4%s", GROUP);
     for (int k = 0; k < st->ew_leaves; k++)
         if (st->ew_stat[k] == 0)
             kf_buf_printf(&b,
                           "            const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
                           "+ i2 * s%d2;\n",
                           k, k, k, k, k);
-    kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n#pragma unroll 4\n"
-                      "            for (int c = threadIdx.x; c < len; c += blockDim.x)\n"
-                      "                o[c] = ew::kf_elem(");
+    kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n            if (v4) {\n");
+    pass4(&b, st);
+    kf_buf_printf(&b, "            } else {\n#pragma unroll 4\n"
+                      "                for (int c = threadIdx.x; c < len; c += blockDim.x)\n"
+                      "                    o[c] = ew::kf_elem(");
     for (int k = 0; k < st->ew_leaves; k++) {
         const char *sep = k ? ", " : "";
         if (st->ew_stat[k] == 1)
@@ -90,7 +126,8 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
         else
             kf_buf_printf(&b, "%sp%d[c * s%d3]", sep, k, k);
     }
-    kf_buf_printf(&b, ");\n        }\n        __syncthreads();\n    }\n}\n\n} // namespace\n\n");
+    kf_buf_printf(&b, ");\n            }\n        }\n        __syncthreads();\n    }\n}\n\n"
+                      "} // namespace\n\n");
     /* the statistics kernel's signature followed by the pass's (the launch line's order) */
     kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, "
                       "int64_t B,\n    int64_t rep, float eps, ");
@@ -101,8 +138,16 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
             "    if (A != 1 || rep != 1 || d3 <= 0 || d3 > 0x7fffffff || B %% d3 != 0 || "
             "G * B != n)\n        return 2;\n"
             "    const unsigned blocks = (unsigned)(G < 65535 * 16 ? G : 65535 * 16);\n"
-            "    norm_rows<<<blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, ");
+            "    bool v4 = d3 %% 4 == 0 && ((uintptr_t)out & 15) == 0;\n");
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (st->ew_stat[k] == 0)
+            kf_buf_printf(
+                &b,
+                "    v4 = v4 && (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)e%d & 15) == 0 && "
+                "(s%d0 | s%d1 | s%d2) %% 4 == 0));\n",
+                k, k, k, k, k, k);
+    kf_buf_printf(&b, "    norm_rows<<<blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, ");
     pass_list(&b, st, false);
-    kf_buf_printf(&b, ");\n    return (int)cudaGetLastError();\n}\n");
+    kf_buf_printf(&b, ", v4);\n    return (int)cudaGetLastError();\n}\n");
     return b.data;
 }

@@ -6,7 +6,8 @@
  * Geometry, passed at every call by model_new.py (_geom): the input is [outer, red, inner];
  * the reduction runs over red. On cuda a row (inner == 1) is reduced by one block with warp
  * shuffles; otherwise one thread walks one column. The moments kernel reads [A, G, B] and
- * reduces each g over A and B in double precision, writing its result rep times. */
+ * reduces each g over A and B in double precision, writing its result rep times (its cuda
+ * kernels: expert_moments.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "buf.h"
 #include "expert.h"
 #include "expert_plan.h"
+#include "expert_moments.h"
 #include "expert_rows_reg.h"
 
 /* Appends tmpl with @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (the
@@ -246,91 +248,6 @@ static const char CUDA_SOFTMAX[] =
     "        rows<<<(unsigned)blocks, @T@, cache ? red * 4 : 0, 0>>>(@ARGS@out, outer, red, "
     "cache);\n" COLS_LAUNCH;
 
-static const char CUDA_MOMENTS[] =
-    "__device__ double2 shfl2(double2 a, int off) {\n"
-    "    return make_double2(__shfl_down_sync(0xffffffffu, a.x, off),\n"
-    "                        __shfl_down_sync(0xffffffffu, a.y, off));\n"
-    "}\n\n"
-    "__device__ void finish(double2 s, int64_t n, int64_t g, int64_t rep, float eps,\n"
-    "                       float *__restrict__ mean, float *__restrict__ rstd) {\n"
-    "    const double m = n > 0 ? s.x / (double)n : 0.0;\n"
-    "    double var = n > 0 ? s.y / (double)n - m * m : 0.0;\n"
-    "    var = var > 0.0 ? var : 0.0;\n"
-    "    const float r = (float)(1.0 / sqrt(var + (double)eps));\n"
-    "    for (int64_t k = 0; k < rep; ++k) {\n"
-    "        mean[g * rep + k] = (float)m;\n"
-    "        rstd[g * rep + k] = r;\n"
-    "    }\n"
-    "}\n\n"
-    "// Long groups (B >= 64): one block per group g, threads along b.\n"
-    "__global__ void moments(@IN@float *__restrict__ mean, float *__restrict__ rstd, int64_t A,\n"
-    "                        int64_t G, int64_t B, int64_t rep, float eps) {\n"
-    "    __shared__ double2 part[32];\n"
-    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-    "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
-    "        double2 s = make_double2(0.0, 0.0);\n"
-    "        for (int64_t a = 0; a < A; ++a) {\n"
-    "            KF_MOMENTS_ADD(s, (a * G + g) * B, B)\n"
-    "        }\n"
-    "        for (int off = 16; off > 0; off >>= 1) {\n"
-    "            const double2 o = shfl2(s, off);\n"
-    "            s.x += o.x;\n"
-    "            s.y += o.y;\n"
-    "        }\n"
-    "        __syncthreads();\n"
-    "        if (lane == 0)\n"
-    "            part[warp] = s;\n"
-    "        __syncthreads();\n"
-    "        if (threadIdx.x == 0) {\n"
-    "            double2 t = make_double2(0.0, 0.0);\n"
-    "            for (int w = 0; w < (int)((blockDim.x + 31) >> 5); ++w) {\n"
-    "                t.x += part[w].x;\n"
-    "                t.y += part[w].y;\n"
-    "            }\n"
-    "            finish(t, A * B, g, rep, eps, mean, rstd);\n"
-    "        }\n"
-    "    }\n"
-    "}\n\n"
-    "// Short groups (B < 64, e.g. BatchNorm1d's B = 1): 32 groups per block along threadIdx.x\n"
-    "// (coalesced), A split over SPLIT threads along threadIdx.y.\n"
-    "__global__ void moments_tile(@IN@float *__restrict__ mean, float *__restrict__ rstd,\n"
-    "                             int64_t A, int64_t G, int64_t B, int64_t rep, float eps) {\n"
-    "    __shared__ double2 part[SPLIT][32];\n"
-    "    const int64_t g = (int64_t)blockIdx.x * 32 + threadIdx.x;\n"
-    "    double2 s = make_double2(0.0, 0.0);\n"
-    "    if (g < G)\n"
-    "        for (int64_t a = threadIdx.y; a < A; a += SPLIT)\n"
-    "            for (int64_t b = 0; b < B; ++b) {\n"
-    "                const double x = KF_LOAD((a * G + g) * B + b);\n"
-    "                s.x += x;\n"
-    "                s.y += x * x;\n"
-    "            }\n"
-    "    part[threadIdx.y][threadIdx.x] = s;\n"
-    "    __syncthreads();\n"
-    "    if (threadIdx.y == 0 && g < G) {\n"
-    "        for (int y = 1; y < SPLIT; ++y) {\n"
-    "            s.x += part[y][threadIdx.x].x;\n"
-    "            s.y += part[y][threadIdx.x].y;\n"
-    "        }\n"
-    "        finish(s, A * B, g, rep, eps, mean, rstd);\n"
-    "    }\n"
-    "}\n\n"
-    "} // namespace\n\n"
-    "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, int64_t B,\n"
-    "                     int64_t rep, float eps) {\n"
-    "    if (G <= 0)\n"
-    "        return G < 0;\n"
-    "    if (B >= 64) {\n"
-    "        const int64_t blocks = G < 65535 * 16 ? G : 65535 * 16;\n"
-    "        moments<<<(unsigned)blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, A, G, B, rep, eps);\n"
-    "    } else {\n"
-    "        moments_tile<<<(unsigned)((G + 31) / 32), dim3(32, SPLIT), 0, 0>>>(@ARGS@mean, rstd, "
-    "A, G,\n"
-    "                                                                      B, rep, eps);\n"
-    "    }\n"
-    "    return (int)cudaGetLastError();\n"
-    "}\n";
-
 /* Four accumulators per thread, so that four loads are in flight (the accumulation is a
  * chain); ON_X(jj, x) runs for each element (the softmax caches its row there). */
 static const char ACC_MACROS[] =
@@ -388,13 +305,58 @@ static const char MOMENTS_MACRO[] =
     "            s.x += x;                                                                \\\n"
     "            s.y += x * x;                                                            \\\n"
     "        }                                                                            \\\n"
+    "    }\n"
+    "// the same with float4 loads (two in flight), for BASE and N multiples of 4 and KF_ALIGNED\n"
+    "#define KF_MOMENTS_ADD4(s, BASE, N)                                                 \\\n"
+    "    {                                                                                \\\n"
+    "        const int64_t q_ = (BASE) / 4, m_ = (N) / 4, t_ = blockDim.x;                \\\n"
+    "        int64_t b_ = threadIdx.x;                                                    \\\n"
+    "        for (; b_ + t_ < m_; b_ += 2 * t_) {                                         \\\n"
+    "            const float4 u_ = KF_LOAD4(q_ + b_), w_ = KF_LOAD4(q_ + b_ + t_);        \\\n"
+    "            const double x0 = u_.x, x1 = u_.y, x2 = u_.z, x3 = u_.w;                 \\\n"
+    "            const double x4 = w_.x, x5 = w_.y, x6 = w_.z, x7 = w_.w;                 \\\n"
+    "            s.x += ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));                \\\n"
+    "            s.y += ((x0 * x0 + x1 * x1) + (x2 * x2 + x3 * x3)) +                     \\\n"
+    "                   ((x4 * x4 + x5 * x5) + (x6 * x6 + x7 * x7));                      \\\n"
+    "        }                                                                            \\\n"
+    "        for (; b_ < m_; b_ += t_) {                                                  \\\n"
+    "            const float4 u_ = KF_LOAD4(q_ + b_);                                     \\\n"
+    "            const double x0 = u_.x, x1 = u_.y, x2 = u_.z, x3 = u_.w;                 \\\n"
+    "            s.x += (x0 + x1) + (x2 + x3);                                            \\\n"
+    "            s.y += (x0 * x0 + x1 * x1) + (x2 * x2 + x3 * x3);                        \\\n"
+    "        }                                                                            \\\n"
     "    }\n\n";
 
-static void load_macro(struct kf_buf *b, int n) {
+/* KF_LOAD(idx): the step's value at flat index idx; with four lanes (kf_load4), KF_LOAD4(i4) at
+ * idx 4 * i4 .. 4 * i4 + 3, for where KF_ALIGNED (every input 16-byte aligned) holds */
+static void load_macro(struct kf_buf *b, int n, bool cuda) {
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
     for (int k = 0; k < n; k++)
         kf_buf_printf(b, "%sin%d[(idx)]", k ? ", " : "", k);
     kf_buf_printf(b, ")\n\n");
+    if (!cuda)
+        return;
+    kf_buf_printf(b, "__device__ __forceinline__ float4 kf_load4(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "const float *__restrict__ in%d, ", k);
+    kf_buf_printf(b, "int64_t i4) {\n");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "    const float4 a%d = reinterpret_cast<const float4 *>(in%d)[i4];\n", k,
+                      k);
+    kf_buf_printf(b, "    float4 y;\n");
+    for (const char *l = "xyzw"; *l; l++) {
+        kf_buf_printf(b, "    y.%c = kf_elem(", *l);
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, *l);
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "    return y;\n}\n#define KF_LOAD4(i4) kf_load4(");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "in%d, ", k);
+    kf_buf_printf(b, "(i4))\n#define KF_ALIGNED ((0");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, " | (uintptr_t)in%d", k);
+    kf_buf_printf(b, ") %% 16 == 0)\n\n");
 }
 
 static char *cuda_src(const struct kfx_step *st, int v) {
@@ -423,7 +385,7 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                           : "",
                   split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
-    load_macro(&b, st->n_leaves);
+    load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS);
     kf_buf_printf(&b, "%s", ACC_MACROS);
     if (st->kind == KFX_MOMENTS)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
@@ -435,7 +397,7 @@ static char *cuda_src(const struct kfx_step *st, int v) {
         return b.data;
     }
     if (st->kind == KFX_MOMENTS) {
-        put(&b, CUDA_MOMENTS, st, t);
+        put(&b, kfx_moments_tmpl(), st, t);
         return b.data;
     }
     const char *op = sm ? "softmax" : st->op;
@@ -511,7 +473,7 @@ static char *cpu_src(const struct kfx_step *st, int v) {
                   "schedule.\n#include <cmath>\n#include <cstdint>\n\nnamespace {\n\n",
                   st->op, v, v == 0 ? "static" : "dynamic");
     kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
-    load_macro(&b, st->n_leaves);
+    load_macro(&b, st->n_leaves, false);
     bool sm = st->kind == KFX_SOFTMAX;
     if (st->kind != KFX_MOMENTS)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
