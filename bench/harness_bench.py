@@ -2,7 +2,8 @@
 
 1. Build latency: one-kernel candidate through the native path (nvcc/g++ -shared) against the
    same kernel through torch.utils.cpp_extension.load_inline, both from cold caches.
-2. Full ``evaluate`` of each example that has hand-written candidates, with baselines cached: median wall time of 3 runs.
+2. Full ``evaluate`` of each example that has hand-written candidates, with baselines cached:
+   median wall time of 3 runs, and the phases of the last (seconds from the judge's start).
 3. Timing stability: one example candidate timed five times in one process: max/min of medians.
 """
 
@@ -93,7 +94,7 @@ def build_latency(backend: str) -> dict:
     return {"native_s": native, "native_cached_s": cached, "load_inline_s": inline, "ratio": inline / native}
 
 
-def run_eval(task: Path, cand: Path, backend: str) -> tuple[float, dict]:
+def run_eval(task: Path, cand: Path, backend: str, extra: list[str]) -> tuple[float, dict]:
     env = dict(os.environ, PYTHONPATH=str(HARNESS))
     t0 = time.monotonic()
     p = subprocess.run(
@@ -108,6 +109,7 @@ def run_eval(task: Path, cand: Path, backend: str) -> tuple[float, dict]:
             str(cand),
             "--backend",
             backend,
+            *extra,
         ],
         cwd=str(HARNESS),
         env=env,
@@ -118,13 +120,17 @@ def run_eval(task: Path, cand: Path, backend: str) -> tuple[float, dict]:
     return wall, json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def eval_walls(backend: str, names: list[str]) -> list[dict]:
+def eval_walls(backend: str, names: list[str], extra: list[str]) -> list[dict]:
+    """One row per task, printed as it completes (a run cut off still reports its rows)."""
     rows = []
+    print(
+        f"{'task':<18} {'status':<10} {'wall s':>7} {'kforge ms':>10} {'vs eager':>9} {'vs compile':>10}  phases"
+    )
     for name in names:
         task = ROOT / "examples" / "tasks" / f"{name}.py"
         cand = ROOT / "examples" / "candidates" / name / backend
-        run_eval(task, cand, backend)  # fills the build and baseline caches
-        walls, verdicts = zip(*(run_eval(task, cand, backend) for _ in range(3)))
+        run_eval(task, cand, backend, extra)  # fills the build and baseline caches
+        walls, verdicts = zip(*(run_eval(task, cand, backend, extra) for _ in range(3)))
         v = verdicts[-1]
         rows.append(
             {
@@ -135,7 +141,15 @@ def eval_walls(backend: str, names: list[str]) -> list[dict]:
                 "speedup_vs_eager": v.get("speedup_vs_eager"),
                 "speedup_vs_compile": v.get("speedup_vs_compile"),
                 "candidate_ms": ((v.get("timing") or {}).get("candidate") or {}).get("median_ms"),
+                "phases": v.get("phases"),
             }
+        )
+        r = rows[-1]
+        se, sc = r["speedup_vs_eager"], r["speedup_vs_compile"]
+        print(
+            f"{r['task']:<18} {r['status']:<10} {r['median_wall_s']:>7.2f} {r['candidate_ms'] or 0:>10.3f} "
+            f"{se or 0:>8.2f}x {sc or 0:>9.2f}x  {json.dumps(r['phases'])}",
+            flush=True,
         )
     return rows
 
@@ -172,6 +186,12 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="*")
     ap.add_argument("--stability-task", default="softmax_rows")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="evaluate without the torch.compile baseline (quicker to fill the caches; the wall time "
+        "with cached baselines is the same)",
+    )
     ap.add_argument("--only", default="build,stability,evaluate", help="comma-separated sections to run")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -194,22 +214,16 @@ def main() -> int:
             f"load_inline {bl['load_inline_s']:.2f} s, ratio {bl['ratio']:.1f}x",
             flush=True,
         )
-    st = stability(backend, args.stability_task)
-    out["stability"] = st
-    print(
-        f"timing stability ({st['task']}): medians {', '.join(f'{m:.4f}' for m in st['medians_ms'])} ms, "
-        f"max/min {st['max_over_min']:.4f}",
-        flush=True,
-    )
-    rows = eval_walls(backend, names)
-    out["evaluate"] = rows
-    print(f"{'task':<18} {'status':<10} {'wall s':>7} {'kforge ms':>10} {'vs eager':>9} {'vs compile':>10}")
-    for r in rows:
-        se, sc = r["speedup_vs_eager"], r["speedup_vs_compile"]
+    if "stability" in only:
+        st = stability(backend, args.stability_task)
+        out["stability"] = st
         print(
-            f"{r['task']:<18} {r['status']:<10} {r['median_wall_s']:>7.2f} {r['candidate_ms'] or 0:>10.3f} "
-            f"{se or 0:>8.2f}x {sc or 0:>9.2f}x"
+            f"timing stability ({st['task']}): medians {', '.join(f'{m:.4f}' for m in st['medians_ms'])} ms, "
+            f"max/min {st['max_over_min']:.4f}",
+            flush=True,
         )
+    if "evaluate" in only:
+        out["evaluate"] = eval_walls(backend, names, ["--no-compile"] if args.no_compile else [])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

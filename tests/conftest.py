@@ -43,7 +43,8 @@ def _log_verdict(args: tuple[str, ...], code: int, data: Any, stderr: str, wall_
         return
     brief: dict[str, Any] = {"args": list(args), "exit": code, "wall_s": round(wall_s, 2)}
     if isinstance(data, dict):
-        for key in ("status", "flags", "reward", "speedup_vs_eager", "speedup_vs_compile", "fit", "reasons"):
+        keys = ("status", "flags", "reward", "speedup_vs_eager", "speedup_vs_compile", "fit", "reasons")
+        for key in keys + ("phases", "gpu_lock_wait_s"):
             if key in data:
                 brief[key] = data[key]
         timing = data.get("timing") or {}

@@ -186,6 +186,10 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]
     assert kinds("layer_norm", "cuda") == ["moments"]
     assert kinds("group_norm", "cuda") == ["moments", "ew"]
+    # and an RMS norm's mean of squares with the pass that reads it
+    assert kinds("rms_norm", "cuda") == ["reduce"]
+    assert kinds("rms_norm_residual", "cuda") == ["reduce"]
+    assert kinds("mean_dim_tanh", "cuda") == ["reduce", "ew"]  # the pass is not of x's shape
 
 
 def judged(task: Path, cand: Path) -> dict:

@@ -47,3 +47,38 @@ def test_profile_reference_gives_baselines_and_the_graph(harness):
     assert code == 0, err
     assert v["baseline"]["eager"]["median_ms"] > 0 and v["baseline"]["compile_error"] == "not requested"
     assert v["graph"]["inputs"][0]["shape"] == [2048, 1024]
+
+
+def test_full_verdict_accounts_for_its_wall_time(harness):
+    """The verdict's phases: the process's age when the judge started, then each phase's end in
+    order, the runner's own account of its timing command inside the timing phase."""
+    code, v, err = harness(
+        "evaluate", "--task", TASK, "--candidate", CAND, "--backend", "cpu", "--no-compile", "--budget", "0.2"
+    )
+    assert code == 0, err
+    assert v["status"] == "ok", v
+    p = v["phases"]
+    assert p["started_s"] is not None and 0 < p["started_s"] < 60, p
+    order = ["built", "runner_ready", "verified", "timed", "timed_checked", "baselines", "closed"]
+    ends = [p[k] for k in order]
+    assert ends == sorted(ends) and ends[0] >= 0, p
+    rt = p["runner_timing"]
+    assert rt["loop_s"] >= 0.2 * 0.9 and rt["measure_s"] >= rt["loop_s"], rt
+    assert rt["measure_s"] <= p["timed"] - p["verified"], p
+
+
+def test_first_stage_runs_without_pytorch():
+    """The command line and the evaluation's first stage (scan, build, start the runner) import
+    no PyTorch: the runner's start overlaps the judge's own import."""
+    import subprocess
+    import sys
+
+    code = "import sys, kforge_harness.cli, kforge_harness.launch; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(ROOT / "workers" / "harness"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False", out

@@ -7,6 +7,7 @@ compiler's version; a cached build is reused as is.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import re
@@ -90,17 +91,22 @@ def _tool_version(argv: list[str]) -> str:
 
 
 def cuda_arch() -> str:
-    """The compute capability to build for: KFORGE_CUDA_ARCH, the visible GPU's, or 90."""
+    """The compute capability to build for: KFORGE_CUDA_ARCH, the first visible GPU's (asked of
+    the driver directly: the judge builds before it imports PyTorch), or 90."""
     env = os.environ.get("KFORGE_CUDA_ARCH")
     if env:
         return env
     try:
-        import torch
-
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"{major}{minor}"
-    except Exception:  # noqa: BLE001
+        cuda = ctypes.CDLL("libcuda.so.1")
+        dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR
+            if (
+                cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0
+                and cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) == 0
+            ):
+                return f"{major.value}{minor.value}"
+    except (OSError, AttributeError):
         pass
     return "90"
 

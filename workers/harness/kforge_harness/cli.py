@@ -9,8 +9,9 @@ import os
 import sys
 from typing import Any
 
-from kforge_harness import timing
+from kforge_harness import cudainit
 from kforge_harness.gpulock import GpuLock
+from kforge_harness.policy import Policy
 
 
 def _json_default(o: Any) -> Any:
@@ -108,7 +109,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "evaluate":
-            from kforge_harness.judge import Options, evaluate
+            from kforge_harness.launch import Options, prepare
 
             opts = Options(
                 backend=args.backend,
@@ -116,7 +117,7 @@ def main(argv: list[str]) -> int:
                 strict=args.strict,
                 use_baseline_cache=not args.no_baseline_cache,
                 with_compile=not args.no_compile,
-                timing_policy=timing.Policy(budget_s=args.budget),
+                timing_policy=Policy(budget_s=args.budget),
                 init_timeout=args.init_timeout,
                 run_timeout=args.run_timeout,
                 mem_limit_mib=args.mem_limit_mib,
@@ -127,7 +128,14 @@ def main(argv: list[str]) -> int:
                 gpu_lock=args.gpu_lock,
                 phase=args.phase,
             )
-            emit(evaluate(args.task, args.candidate, opts))
+            # the runner starts inside prepare, before this process imports PyTorch for the judge
+            launch = prepare(args.task, args.candidate, opts)
+            init = cudainit.start_primary_context() if opts.backend == "cuda" else None
+            from kforge_harness.judge import evaluate_launched
+
+            if init is not None:
+                init.join()
+            emit(evaluate_launched(launch))
         elif args.cmd == "baseline":
             from kforge_harness.baseline_cmd import run_baseline
 

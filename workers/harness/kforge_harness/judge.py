@@ -6,34 +6,26 @@ candidate only through a separate runner process (``proc.RunnerProcess``).
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import secrets
 import shutil
-import socket
-import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, build, compare, devshare, inputs, jailwrap, timing, wire
-from kforge_harness.candidate import CandidateError, detect
+from kforge_harness import REWARD_VERSION, baseline, compare, devshare, inputs, jailwrap, timing, wire
 from kforge_harness.envinfo import env_info
-from kforge_harness.gpulock import GpuLock
-from kforge_harness.proc import RunnerDied, RunnerProcess, make_undumpable
+from kforge_harness.launch import Launch, Options, prepare, progress
+from kforge_harness.proc import RunnerDied
 from kforge_harness.reward import reward
-from kforge_harness.scan import scan_candidate_sources
 from kforge_harness.task import Task, TaskError, load_task
 from kforge_harness.transport import Transport
 
+__all__ = ["Options", "evaluate", "evaluate_launched"]
+
 # Timed calls whose outputs are verified after timing, chosen at random, plus the last.
 VERIFIED_REPS = 8
-
-HARNESS_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Flags that make a verdict ``rejected`` (a hack or an irregular candidate). Others inform.
 REJECTING = {
@@ -70,26 +62,6 @@ REJECTING = {
     "forbidden_library",
     "shape_specialized",
 }
-
-
-@dataclass
-class Options:
-    backend: str = "cuda"
-    seed: int | None = None
-    strict: bool = False
-    use_baseline_cache: bool = True
-    with_compile: bool = True
-    timing_policy: timing.Policy = field(default_factory=timing.Policy)
-    timing_sets: int = 3
-    init_timeout: float = 600.0
-    run_timeout: float = 120.0
-    mem_limit_mib: int | None = None
-    static_scan: bool = True
-    jail: str | None = None
-    gpu: int | None = None
-    progress: bool = False
-    gpu_lock: str | None = None
-    phase: str = "full"  # build | verify | full: where the evaluation stops
 
 
 class Verdict:
@@ -159,27 +131,23 @@ def reference_outputs(model: torch.nn.Module, args: list[Any]) -> Any:
 
 
 class Evaluation:
-    """One evaluate run. Owns the transfer directory and the runner; ``close()`` frees them."""
+    """One evaluate run, after its first stage (kforge_harness.launch): owns the transfer
+    directory, the runner and the GPU lock from there on; ``close()`` frees them."""
 
-    def __init__(self, task_path: str, cand_path: str, opts: Options) -> None:
-        self.task_path = task_path
-        self.cand_path = cand_path
-        self.opts = opts
-        self.v = Verdict(opts.backend)
-        if opts.jail:
-            # The jail makes its own /dev/shm and /tmp, so the transfer directory lives elsewhere.
-            base = os.path.join(build.cache_dir(), "xfer")
-            os.makedirs(base, exist_ok=True)
-        else:
-            shm = "/dev/shm"
-            base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-        self.xfer = tempfile.mkdtemp(prefix="kforge-xfer-", dir=base)
-        self.runner: RunnerProcess | None = None
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.opts = launch.opts
+        self.t0 = launch.t0
+        self.v = Verdict(launch.opts.backend)
+        # where the wall time goes: seconds from the judge's start to the end of each phase
+        # ("started_s": the process's age then, its imports)
+        self.v.r["phases"] = {"started_s": launch.started_s, **launch.marks}
+        self.xfer = launch.xfer
+        self.runner = launch.runner
         self.transport = Transport(self.xfer)
-        self.dev_listener: socket.socket | None = None
-        self.lock = GpuLock(opts.gpu_lock) if opts.gpu_lock else None
-        self.secret = opts.seed if opts.seed is not None else secrets.randbits(62)
-        make_undumpable()
+        self.dev_listener = launch.dev_listener
+        self.lock = launch.lock
+        self.secret = self.opts.seed if self.opts.seed is not None else secrets.randbits(62)
 
     def close(self) -> None:
         self.transport.release()
@@ -193,6 +161,9 @@ class Evaluation:
         if self.lock is not None:
             self.lock.release()
         shutil.rmtree(self.xfer, ignore_errors=True)
+
+    def mark(self, phase: str) -> None:
+        self.v.r["phases"][phase] = round(time.monotonic() - self.t0, 3)
 
     def _seed(self, label: str) -> int:
         import hashlib
@@ -214,100 +185,34 @@ class Evaluation:
         return reply
 
     def _progress(self, phase: str) -> None:
-        """With --progress: one line on stderr as the judge enters a phase (the worker's events)."""
-        if self.opts.progress:
-            sys.stderr.write(json.dumps({"progress": phase}) + "\n")
-            sys.stderr.flush()
+        progress(self.opts, phase)
 
     def run(self) -> dict[str, Any]:
-        o = self.opts
-        try:
-            task = load_task(self.task_path, o.backend)
-            device = device_for(o.backend)
-        except TaskError as e:
-            return self.v.finish("infra_error", f"task: {e}")
-        _set_precision(task.allow_tf32)
-        try:
-            cand = detect(self.cand_path, o.backend)
-        except CandidateError as e:
-            return self.v.finish("compile_error", str(e))
-        self.v.r["format"] = cand.format
-        try:
-            with open(cand.model_file, encoding="utf-8") as f:
-                compile(f.read(), cand.model_file, "exec")
-        except (SyntaxError, UnicodeDecodeError, ValueError) as e:
-            self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": str(e)}
-            return self.v.finish("compile_error", f"{os.path.basename(cand.model_file)} does not parse: {e}")
-        if o.static_scan:
-            scan = scan_candidate_sources([cand.model_file], cand.format)
-            self.v.flag(*scan["flags"])
-            self.v.r["flag_details"] += scan["details"]
-
-        self._progress("building")
-        try:
-            if cand.format == "native":
-                b = build.build_native(cand, o.backend, jail=o.jail)
-            elif cand.format == "cuda-agent":
-                b = build.build_cuda_agent(cand, o.backend, jail=o.jail)
-            else:
-                b = build.BuildResult(command=["load_inline at import"])
-        except build.JailError as e:
-            return self.v.finish("infra_error", f"jail: {e}")
-        except build.BuildError as e:
-            self.v.r["build"] = {"seconds": None, "cached": False, "diagnostics": e.diagnostics}
-            return self.v.finish("compile_error", str(e))
-        self.v.r["build"] = b.as_json()
-        self.v.flag(*b.flags)
+        o, launch = self.opts, self.launch
+        if launch.cand is not None:
+            self.v.r["format"] = launch.cand.format
+        self.v.flag(*launch.flags)
+        self.v.r["flag_details"] += launch.details
+        if launch.build is not None:
+            self.v.r["build"] = launch.build
+        if launch.status is not None:
+            return self.v.finish(launch.status, launch.message)
         if o.phase != "full":
             self.v.r["phase"] = o.phase
         if o.phase == "build":
             if any(f in REJECTING for f in self.v.r["flags"]):
                 return self.v.finish("rejected", "a hack or irregularity was detected")
             return self.v.finish("ok", "built (not run: phase build)")
-
-        if self.lock is not None:
-            # the build ran beside other jobs; from here on the GPU is this job's alone
-            self.v.r["gpu_lock_wait_s"] = round(self.lock.acquire(), 3)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["KFORGE_BACKEND"] = o.backend
-        env.pop("KFORGE_KERNEL_LIB", None)
-        if o.jail:
-            env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.xfer, "torch_extensions")
-        else:
-            env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
-        tail = [
-            "--xfer",
-            self.xfer,
-            "--candidate",
-            cand.path,
-            "--format",
-            cand.format,
-            "--backend",
-            o.backend,
-        ]
-        if b.lib:
-            tail += ["--lib", b.lib]
-        if b.ext_dir:
-            tail += ["--ext-dir", b.ext_dir]
-        if device.type == "cuda" and devshare.available():
-            self.dev_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.dev_listener.bind(os.path.join(self.xfer, "dev.sock"))
-            self.dev_listener.listen(1)
-            tail += ["--dev-sock", os.path.join(self.xfer, "dev.sock")]
-        mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
-        wrap: list[str] | None = None
-        if o.jail:
-            inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
-            if env.get("LD_LIBRARY_PATH"):
-                inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
-            readable = [HARNESS_PARENT, cand.path if os.path.isdir(cand.path) else os.path.dirname(cand.path)]
-            readable += [os.path.dirname(b.lib) if b.lib else "", b.ext_dir or ""]
-            lifetime = o.init_timeout + 20 * o.run_timeout + 20 * o.timing_policy.budget_s
-            gpu = o.gpu if o.gpu is not None or o.backend != "cuda" else 0
-            wrap = jailwrap.run_prefix(o.jail, self.xfer, readable, inner, gpu, mem, lifetime)
-        self.runner = RunnerProcess(tail, env, self.xfer, mem, wrap)
-        # the reference is built while the runner starts (Python, PyTorch, the CUDA context)
+        if launch.lock_wait_s is not None:
+            self.v.r["gpu_lock_wait_s"] = launch.lock_wait_s
+        # the runner is starting (Python, PyTorch, the CUDA context) while the judge loads the
+        # task and builds its reference
+        try:
+            task = load_task(launch.task_path, o.backend)
+            device = device_for(o.backend)
+        except TaskError as e:
+            return self.v.finish("infra_error", f"task: {e}")
+        _set_precision(task.allow_tf32)
         init_seed = self._seed("init")
         try:
             ref_model, init_args = make_reference(task, device, init_seed)
@@ -342,6 +247,13 @@ class Evaluation:
             self.v.r["transfer"] = "files (the runner did not connect its device channel)"
             return
         self.transport.sock = conn
+        if not devshare.available():
+            # no arenas in this process: the runner is told to drop its end of the channel
+            self._request({"cmd": "devprobe", "probe": None, "arenas": []}, timeout)
+            self.transport.sock = None
+            conn.close()
+            self.v.r["transfer"] = "files (no device arenas in the judge)"
+            return
         probe = devshare.probe_tensor(self.secret)
         arenas: list[dict[str, int]] = []
         enc = self.transport.encode("probe_", probe.cuda(), [0], arenas)
@@ -383,6 +295,7 @@ class Evaluation:
         reply = self._request(msg, o.init_timeout)
         wire.clear(self.xfer)
         self.v.r["build"]["init_seconds"] = round(time.monotonic() - t0, 3)
+        self.mark("runner_ready")
         if "error" in reply:
             return self.v.finish(
                 "runtime_error", f"ModelNew could not be built: {reply['error']}" + _tb(reply)
@@ -399,6 +312,7 @@ class Evaluation:
         if any(f in REJECTING for f in self.v.r["flags"]):
             return self.v.finish("rejected", "a hack or irregularity was detected")
         self.v.r["correct"] = True
+        self.mark("verified")
         if o.phase == "verify":
             return self.v.finish("ok", "correct on every trial (not timed: phase verify)")
         self._progress("timing")
@@ -502,6 +416,11 @@ class Evaluation:
         reply = self._request(msg, o.run_timeout + 10 * pol.budget_s)
         wall = time.monotonic() - t0
         wire.clear(self.xfer)
+        self.mark("timed")
+        said = reply.get("timing")
+        if isinstance(said, dict):  # where the runner says its time went (informative)
+            keys = ("decode_s", "warmup_s", "loop_s", "measure_s")
+            self.v.r["phases"]["runner_timing"] = {k: said.get(k) for k in keys}
         if "error" in reply:
             return f"timing failed: {reply['error']}{_tb(reply)}"
         cand = reply.get("timing") or {}
@@ -515,6 +434,7 @@ class Evaluation:
             task, ref_model, sets, scales, fp_seed, cand.get("reps"), trials, rng
         ):
             self.v.flag("timed_output_mismatch")
+        self.mark("timed_checked")
         host, tail = cand.get("host_median_ms"), cand.get("tail_median_ms")
         if device.type == "cuda" and isinstance(host, (int, float)) and host > 1.5 * med + 0.05:
             self.v.flag("escaped_timer")
@@ -533,6 +453,7 @@ class Evaluation:
             base = baseline.measure_baselines(ref_model, sets, device, pol, o.with_compile, scales)
             if o.use_baseline_cache:
                 baseline.store(path, base)
+        self.mark("baselines")
         eager = base["eager"]["median_ms"]
         comp = base["compile"]["median_ms"] if base.get("compile") else None
         self.v.r["timing"] = {
@@ -622,7 +543,12 @@ def _tb(reply: dict[str, Any]) -> str:
 
 
 def evaluate(task_path: str, cand_path: str, opts: Options) -> dict[str, Any]:
-    ev = Evaluation(task_path, cand_path, opts)
+    return evaluate_launched(prepare(task_path, cand_path, opts))
+
+
+def evaluate_launched(launch: Launch) -> dict[str, Any]:
+    """The evaluation whose first stage ``launch`` is (kforge_harness.launch.prepare)."""
+    ev = Evaluation(launch)
     try:
         verdict = ev.run()
         held = ev.lock.held_s() if ev.lock is not None else None
@@ -631,3 +557,4 @@ def evaluate(task_path: str, cand_path: str, opts: Options) -> dict[str, Any]:
         return verdict
     finally:
         ev.close()
+        ev.mark("closed")

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from kforge_harness import wire
+from kforge_harness import framing
 
 OUTPUT_LIMIT = 64 << 10
 
@@ -158,7 +158,7 @@ class RunnerProcess:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise wire.ChannelTimeout("timed out waiting for the runner")
+                raise framing.ChannelTimeout("timed out waiting for the runner")
             ready, _, _ = select.select([self.reply_r], [], [], min(left, 0.25))
             if ready:
                 return
@@ -170,27 +170,27 @@ class RunnerProcess:
         nonce = secrets.token_hex(16)
         msg = dict(msg, seq=self.seq, nonce=nonce)
         try:
-            wire.send(self.cmd_w, msg)
+            framing.send(self.cmd_w, msg)
             self._await_reply(timeout)
-            reply = wire.recv(self.reply_r, 30.0)
-        except (wire.ChannelTimeout, wire.ChannelTampered, RunnerDied):
+            reply = framing.recv(self.reply_r, 30.0)
+        except (framing.ChannelTimeout, framing.ChannelTampered, RunnerDied):
             raise
-        except (wire.ChannelClosed, BrokenPipeError, OSError) as e:
+        except (framing.ChannelClosed, BrokenPipeError, OSError) as e:
             raise self._death(str(e)) from e
-        except wire.ChannelError as e:
-            raise wire.ChannelTampered(f"malformed reply: {e}") from e
+        except framing.ChannelError as e:
+            raise framing.ChannelTampered(f"malformed reply: {e}") from e
         if reply.get("seq") != self.seq or reply.get("nonce") != nonce:
-            raise wire.ChannelTampered("a reply out of sequence: the result channel was tampered with")
+            raise framing.ChannelTampered("a reply out of sequence: the result channel was tampered with")
         return reply
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Sends a command and waits for its reply, then makes one more round trip (a ping):
         a forged message written by the candidate shifts the real reply onto the ping, which
-        then fails. Raises wire.ChannelTimeout, wire.ChannelTampered or RunnerDied."""
+        then fails. Raises framing.ChannelTimeout, framing.ChannelTampered or RunnerDied."""
         reply = self._exchange(msg, timeout)
         pong = self._exchange({"cmd": "ping"}, 30.0)
         if pong.get("pong") is not True:
-            raise wire.ChannelTampered("the ping after a reply was not answered in order")
+            raise framing.ChannelTampered("the ping after a reply was not answered in order")
         return reply
 
     def accept(self, listener: socket.socket, timeout: float) -> socket.socket:
@@ -208,7 +208,7 @@ class RunnerProcess:
             if self.proc.poll() is not None:
                 raise self._death("the runner exited")
             if time.monotonic() > deadline:
-                raise wire.ChannelTimeout("the runner did not connect its device channel")
+                raise framing.ChannelTimeout("the runner did not connect its device channel")
 
     def _death(self, why: str) -> RunnerDied:
         try:
@@ -222,7 +222,7 @@ class RunnerProcess:
 
     def close(self) -> None:
         try:
-            wire.send(self.cmd_w, {"cmd": "exit", "seq": self.seq + 1})
+            framing.send(self.cmd_w, {"cmd": "exit", "seq": self.seq + 1})
         except OSError:
             pass
         try:

@@ -17,24 +17,13 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
+from kforge_harness.policy import Policy  # noqa: F401 - timing.Policy, as the callers name it
+
 TIMING_VERSION = "t1"
-
-
-@dataclass
-class Policy:
-    """How long and how much to time. Defaults suit kernels of 0.01 to 100 ms."""
-
-    budget_s: float = 2.0
-    min_reps: int = 10
-    max_reps: int = 1000
-    target_spread: float = 0.01
-    warmup_s: float = 0.05
-    warmup_min: int = 3
 
 
 def cache_flush_bytes(device: torch.device) -> int:
@@ -181,6 +170,7 @@ def measure(
         if w >= 1000:
             break
     sync()
+    warm_s = (clock() - start_w) / 1e9
 
     event_ms: list[float] = []
     host_ms: list[float] = []
@@ -230,6 +220,8 @@ def measure(
         "method": "cuda_events" if cuda else "host_clock",
         "trials": rep,
         "warmup": w,
+        "warmup_s": round(warm_s, 3),
+        "loop_s": round((clock() - begin) / 1e9, 3),
         "input_sets": n,
         "flush_bytes": flush_bytes,
     }

@@ -1,34 +1,28 @@
-"""The channel between judge and runner: JSON messages over a pipe, tensors through files.
+"""The channel between judge and runner: JSON messages over a pipe (kforge_harness.framing),
+tensors through files.
 
-A message is a 4-byte big-endian length and a UTF-8 JSON object. Every message carries ``seq``,
-which must match the request's, so that stray or forged writes desynchronise the channel and
-are detected. Tensors travel as raw little-endian bytes in files under a transfer directory
+Tensors travel as raw little-endian bytes in files under a transfer directory
 (tmpfs when the host has one), described in the message by ``{"file", "dtype", "shape"}``:
 nothing is unpickled, so the judge never runs code that the runner sent.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import struct
-import time
 from typing import Any
 
 import torch
 
-MAX_MESSAGE = 64 << 20
-
-# Bound at import, before any candidate code runs in the runner: patching json or os later
-# does not change what this module sends or reads.
-_dumps = json.dumps
-_loads = json.loads
-_write = os.write
-_read = os.read
-_select = select.select
-_pack = struct.pack
-_unpack = struct.unpack
+from kforge_harness.framing import (  # noqa: F401 - the channel's names, re-exported
+    MAX_MESSAGE,
+    ChannelClosed,
+    ChannelError,
+    ChannelTampered,
+    ChannelTimeout,
+    clear,
+    recv,
+    send,
+)
 
 _DTYPES = {
     "float32": torch.float32,
@@ -43,63 +37,6 @@ _DTYPES = {
     "bool": torch.bool,
 }
 _NAMES = {v: k for k, v in _DTYPES.items()}
-
-
-class ChannelError(Exception):
-    """The peer broke the protocol: closed, timed out, or sent something malformed."""
-
-
-class ChannelTimeout(ChannelError):
-    """No complete message arrived in time."""
-
-
-class ChannelTampered(ChannelError):
-    """The peer sent something malformed or out of sequence: a forged message."""
-
-
-class ChannelClosed(ChannelError):
-    """The peer closed its end: it exited or died."""
-
-
-def send(fd: int, msg: dict[str, Any]) -> None:
-    data = _dumps(msg, allow_nan=True).encode()
-    buf = _pack(">I", len(data)) + data
-    view = memoryview(buf)
-    while view:
-        n = _write(fd, view)
-        view = view[n:]
-
-
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
-    chunks = []
-    while n > 0:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChannelTimeout("timed out waiting for the peer")
-            ready, _, _ = _select([fd], [], [], left)
-            if not ready:
-                raise ChannelTimeout("timed out waiting for the peer")
-        chunk = _read(fd, min(n, 1 << 20))
-        if not chunk:
-            raise ChannelClosed("the peer closed the channel")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def recv(fd: int, timeout: float | None = None) -> dict[str, Any]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    (size,) = _unpack(">I", _read_exact(fd, 4, deadline))
-    if size > MAX_MESSAGE:
-        raise ChannelError(f"message of {size} bytes is too large")
-    try:
-        msg = _loads(_read_exact(fd, size, deadline))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ChannelError(f"malformed message: {e}") from e
-    if not isinstance(msg, dict):
-        raise ChannelError("message is not an object")
-    return msg
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -164,17 +101,6 @@ def get_tensor(
     except OSError:
         pass
     return out
-
-
-def clear(xfer_dir: str) -> None:
-    """Removes every tensor file left in the transfer directory (the channel's FIFOs stay)."""
-    for name in os.listdir(xfer_dir):
-        if name.endswith(".fifo"):
-            continue
-        try:
-            os.unlink(os.path.join(xfer_dir, name))
-        except OSError:
-            pass
 
 
 def encode_value(xfer_dir: str, prefix: str, value: Any, counter: list[int]) -> Any:

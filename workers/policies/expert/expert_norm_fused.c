@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "buf.h"
 #include "expert.h"
@@ -89,13 +90,20 @@ static const char GROUP[] =
     "                a.y += part[w].y;\n"
     "            }\n"
     "            const double m = B > 0 ? a.x / (double)B : 0.0;\n"
-    "            double var = B > 0 ? a.y / (double)B - m * m : 0.0;\n"
-    "            var = var > 0.0 ? var : 0.0;\n"
-    "            stat[0] = mean[g] = (float)m;\n"
-    "            stat[1] = rstd[g] = (float)(1.0 / sqrt(var + (double)eps));\n"
+    "            if (STAT_MODE == 0) {\n"
+    "                double var = B > 0 ? a.y / (double)B - m * m : 0.0;\n"
+    "                var = var > 0.0 ? var : 0.0;\n"
+    "                stat[0] = mean[g] = (float)m;\n"
+    "                stat[1] = rstd[g] = (float)(1.0 / sqrt(var + (double)eps));\n"
+    "            } else {\n"
+    "                stat[0] = mean[g] = (float)(STAT_MODE == 2 ? a.x : m);\n"
+    "                stat[1] = 0.0f;\n"
+    "            }\n"
     "        }\n"
     "        __syncthreads();\n"
     "        const float mu = stat[0], rs = stat[1];\n"
+    "        (void)mu;\n"
+    "        (void)rs;\n"
     "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n"
     "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
@@ -103,7 +111,9 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     struct kf_buf b = {0};
     kf_buf_printf(&b, "namespace ew {\n");
     kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
-    kf_buf_printf(&b, "} // namespace ew\n\n%s", STATS);
+    /* 0: a norm's mean and 1/std; 1: a mean; 2: a sum (the reduction's one value, as mean) */
+    int mode = st->kind == KFX_MOMENTS ? 0 : strcmp(st->op, "sum") == 0 ? 2 : 1;
+    kf_buf_printf(&b, "} // namespace ew\n\nconstexpr int STAT_MODE = %d;\n\n%s", mode, STATS);
     pass_list(&b, st, true);
     kf_buf_printf(&b, ", bool v4%s", GROUP);
     for (int k = 0; k < st->ew_leaves; k++)
@@ -128,12 +138,23 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     }
     kf_buf_printf(&b, ");\n            }\n        }\n        __syncthreads();\n    }\n}\n\n"
                       "} // namespace\n\n");
-    /* the statistics kernel's signature followed by the pass's (the launch line's order) */
-    kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, "
-                      "int64_t B,\n    int64_t rep, float eps, ");
-    pass_list(&b, st, true);
+    /* the statistics kernel's signature followed by the pass's (the launch line's order): a
+     * norm's (inputs, mean, rstd, A, G, B, rep, eps) or a reduction's (inputs, its output,
+     * outer, red, inner) */
+    if (mode == 0) {
+        kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, "
+                          "int64_t G, int64_t B,\n    int64_t rep, float eps, ");
+        pass_list(&b, st, true);
+        kf_buf_printf(&b, ") {\n");
+    } else {
+        kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *red_out, int64_t G, int64_t B, "
+                          "int64_t inner,\n    ");
+        pass_list(&b, st, true);
+        kf_buf_printf(&b, ") {\n    float *mean = red_out, *rstd = nullptr;\n"
+                          "    const int64_t A = 1, rep = inner;\n    const float eps = 0.0f;\n");
+    }
     kf_buf_printf(
-        &b, ") {\n    if (G <= 0)\n        return G < 0;\n"
+        &b, "    if (G <= 0)\n        return G < 0;\n"
             "    // the plan's contract: contiguous groups of whole rows covering the output\n"
             "    if (A != 1 || rep != 1 || d3 <= 0 || d3 > 0x7fffffff || B %% d3 != 0 || "
             "G * B != n)\n        return 2;\n"

@@ -58,16 +58,17 @@ struct kfx_step {
     char ins[4][128];   /* GEMM, CONV, POOL: Python expressions of the operands */
     int n_ins;
     int n_variants; /* counted when planned */
-    /* MOMENTS of contiguous groups (layer norm) on cuda: the elementwise pass that follows
-     * (its output of the statistics' input shape) fused into the same kernel, which computes a
-     * group's statistics and then writes that group's outputs while its input is in cache
+    /* MOMENTS of contiguous groups (layer norm), or a sum or mean over the last dimension (an
+     * RMS norm's mean of squares), on cuda: the elementwise pass that follows (its output of
+     * the statistics' input shape) fused into the same kernel, which computes a group's
+     * statistics and then writes that group's outputs while its input is in cache
      * (expert_norm_fused.c). ew_* are set by kfx_fuse_norm; the statistics step sets the rest
      * when it may fuse. */
     char *ew_body; /* owned; NULL when not fused */
     int ew_leaves;
     signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
     int fusable;                         /* the statistics may take a pass */
-    int stat_in, stat_m, stat_r;         /* vals: the input, the mean and the 1/std */
+    int stat_in, stat_m, stat_r;         /* vals: the input, the mean and the 1/std (-1: none) */
     size_t launch_at, launch_len;        /* the statistics' launch line in fwd */
 };
 
@@ -134,7 +135,8 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
  * @T@) left for it to fill. Owned; NULL when memory ran out. */
 char *kfx_norm_fused_tmpl(const struct kfx_step *st);
 
-/* expert_plan_fuse.c: when the last step is a fusable MOMENTS step whose statistics the lazy
+/* expert_plan_fuse.c: when the last step is a fusable MOMENTS or REDUCE step whose statistics
+ * the lazy
  * val v (body: its elementwise body over leaves leaf[0..n), named in names) reads, at the
  * statistics' input shape: fuses v's pass into that step, which takes body (owned), and returns
  * true; false, body still the caller's, when it does not apply. */

@@ -1,6 +1,7 @@
 /* expert_plan_fuse.c: the planner's one fusion across steps: a layer norm's statistics kernel
- * and the elementwise pass that reads them (normalise, affine, and whatever activation or
- * residual follows) become one cuda kernel, one block per group, so the input is read from
+ * (or a sum or mean over the last dimension, as an RMS norm's) and the elementwise pass that
+ * reads them (normalise, affine, and whatever activation or residual follows) become one cuda
+ * kernel, one block per group, so the input is read from
  * memory once for both (the second read of a group hits the cache). The statistics are still
  * written to their tensors, so later uses of them read the same values. */
 #include <stdbool.h>
@@ -17,8 +18,8 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
         return false;
     struct kfx_step *st = &p->step[p->n_steps - 1];
     struct kfx_val *x = &p->val[v];
-    if (st->kind != KFX_MOMENTS || !st->fusable || st->ew_body != NULL || x->ndim > 4 ||
-        !kfx_same_shape(x, &p->val[st->stat_in]))
+    if ((st->kind != KFX_MOMENTS && st->kind != KFX_REDUCE) || !st->fusable ||
+        st->ew_body != NULL || x->ndim > 4 || !kfx_same_shape(x, &p->val[st->stat_in]))
         return false;
     signed char stat[KFX_MAX_LEAVES];
     int stats = 0;

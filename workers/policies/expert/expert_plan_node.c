@@ -74,7 +74,19 @@ static int reduce(struct kfx_plan *p, const json_t *node, int k, int in, const c
     kfx_line(p, "%s_g = _geom(%.*s.shape, %s, %s)", out, (int)strcspn(leaves, ","), leaves, dims,
              keepdim ? "True" : "False");
     kfx_line(p, "%s = _alloc(%s_g[3], x0%s)", out, out, arg_ ? ", torch.int64" : "");
+    /* a sum or mean over the last dimension, kept: contiguous rows whose result a following
+     * pass may read in the same kernel (expert_plan_fuse.c) */
+    int nd = p->val[in].ndim;
+    if (keepdim && (!strcmp(op, "sum") || !strcmp(op, "mean")) && json_is_integer(dim) && nd > 0 &&
+        (json_integer_value(dim) == -1 || json_integer_value(dim) == nd - 1)) {
+        st->fusable = 1;
+        st->stat_in = in;
+        st->stat_m = k;
+        st->stat_r = -1;
+    }
+    st->launch_at = p->fwd->len;
     kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
+    st->launch_len = p->fwd->len - st->launch_at;
     p->val[k].is_int = arg_;
     return 1;
 }

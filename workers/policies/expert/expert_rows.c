@@ -385,11 +385,13 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                           : "",
                   split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
-    load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS);
+    /* statistics with the pass that reads them (expert_plan_fuse.c): expert_norm_fused.c */
+    bool fused = st->ew_body != NULL && (st->kind == KFX_MOMENTS || st->kind == KFX_REDUCE);
+    load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS || fused);
     kf_buf_printf(&b, "%s", ACC_MACROS);
-    if (st->kind == KFX_MOMENTS)
+    if (st->kind == KFX_MOMENTS || fused)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
-    if (st->kind == KFX_MOMENTS && st->ew_body != NULL) {
+    if (fused) {
         char *fused = kfx_norm_fused_tmpl(st);
         if (fused != NULL)
             put(&b, fused, st, t);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Where an evaluate's wall time goes on the GPU host: each TASKS example's candidate evaluated
+# alone RUNS times (the first fills the build and baseline caches), with the verdict's phases
+# (seconds from the judge's start to the end of each phase) and a cProfile of the judge's last
+# run. Run from the repository root; prints a summary (also in $OUT/phases.txt); the verdicts,
+# caches and profiles stay under RAW (the device tool brings back few files).
+set -u
+OUT=${OUT:-/tmp/kforge-phases}
+TASKS=${TASKS:-gelu softmax_rows}
+RUNS=${RUNS:-3}
+BUDGET=${BUDGET:-1.0}
+RAW=${RAW:-/tmp/kforge-phases-raw}
+mkdir -p "$OUT" "$RAW"
+exec > >(tee "$OUT/phases.txt") 2>&1
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/workers/harness" KFORGE_CACHE="$RAW/cache"
+python3 -X importtime -c "import torch; torch.zeros(1, device='cuda')" 2>"$RAW/importtime.txt"
+for t in $TASKS; do
+  for i in $(seq 1 "$RUNS"); do
+    prof=()
+    [ "$i" = "$RUNS" ] && prof=(-m cProfile -o "$RAW/$t.prof")
+    start=$(date +%s.%N)
+    python3 "${prof[@]}" -m kforge_harness evaluate --task "examples/tasks/$t.py" \
+      --candidate "examples/candidates/$t/cuda" --backend cuda --no-compile --budget "$BUDGET" \
+      >"$RAW/$t-$i.json" 2>"$RAW/$t-$i.err"
+    end=$(date +%s.%N)
+    python3 - "$RAW/$t-$i.json" "$t" "$i" "$start" "$end" <<'PY'
+import json, sys
+path, task, i, start, end = sys.argv[1:]
+v = json.load(open(path))
+t = v.get("timing") or {}
+checks = [c.get("seconds") for c in v.get("checks", [])]
+print(f"{task} run {i}: wall {float(end) - float(start):.2f} s, {v['status']}, cached baseline "
+      f"{t.get('baseline_cached')}, phases {json.dumps(v.get('phases'))}, checks {checks}, "
+      f"timing wall {t.get('wall_seconds')} trials {(t.get('candidate') or {}).get('trials')}")
+PY
+  done
+done
+for t in $TASKS; do
+  [ -f "$RAW/$t.prof" ] && python3 -c "
+import pstats, sys
+pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(30)" "$RAW/$t.prof" \
+    | grep -E "cumtime|kforge_harness|torch/__init__|select|sleep" | head -n 30
+done
+sort -t'|' -k2 -n "$RAW/importtime.txt" | tail -n 4

@@ -1,0 +1,214 @@
+"""The judge's first stage, free of PyTorch: checks and scans the candidate, builds it, takes the
+GPU lock and starts the runner.
+
+The runner's start (Python, PyTorch's import, the CUDA context: seconds on a GPU host) then
+overlaps the judge's own import of PyTorch and the building of its reference, which
+kforge_harness.judge does next with what ``prepare`` returns. Nothing secret exists yet when
+the runner starts: the seed is drawn by the judge afterwards, in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kforge_harness import build, jailwrap
+from kforge_harness.candidate import Candidate, CandidateError, detect
+from kforge_harness.gpulock import GpuLock
+from kforge_harness.policy import Policy
+from kforge_harness.proc import RunnerProcess, make_undumpable
+from kforge_harness.scan import scan_candidate_sources
+
+HARNESS_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Options:
+    backend: str = "cuda"
+    seed: int | None = None
+    strict: bool = False
+    use_baseline_cache: bool = True
+    with_compile: bool = True
+    timing_policy: Policy = field(default_factory=Policy)
+    timing_sets: int = 3
+    init_timeout: float = 600.0
+    run_timeout: float = 120.0
+    mem_limit_mib: int | None = None
+    static_scan: bool = True
+    jail: str | None = None
+    gpu: int | None = None
+    progress: bool = False
+    gpu_lock: str | None = None
+    phase: str = "full"  # build | verify | full: where the evaluation stops
+
+
+def progress(opts: Options, phase: str) -> None:
+    """With --progress: one line on stderr as the evaluation enters a phase (the worker's job
+    events)."""
+    if opts.progress:
+        sys.stderr.write(json.dumps({"progress": phase}) + "\n")
+        sys.stderr.flush()
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (from /proc; None where there is none): the share of a
+    verdict's wall time spent before the judge's own clock started (Python's start, imports)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return round(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Launch:
+    """What the first stage did. ``status`` set: it ended the evaluation (a compile_error or an
+    infra_error, with ``message``). Otherwise ``runner`` runs (None only in phase build). The
+    judge's Evaluation takes over every resource here (``xfer``, ``runner``, ``dev_listener``,
+    ``lock``); ``abandon()`` frees them when there is no judge to hand them to."""
+
+    task_path: str
+    cand_path: str
+    opts: Options
+    t0: float
+    started_s: float | None
+    xfer: str
+    marks: dict[str, float] = field(default_factory=dict)
+    cand: Candidate | None = None
+    build: dict[str, Any] | None = None
+    flags: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    status: str | None = None
+    message: str = ""
+    runner: RunnerProcess | None = None
+    dev_listener: socket.socket | None = None
+    lock: GpuLock | None = None
+    lock_wait_s: float | None = None
+
+    def mark(self, phase: str) -> None:
+        self.marks[phase] = round(time.monotonic() - self.t0, 3)
+
+    def abandon(self) -> None:
+        if self.dev_listener is not None:
+            self.dev_listener.close()
+        if self.runner is not None:
+            self.runner.close()
+        if self.lock is not None:
+            self.lock.release()
+        shutil.rmtree(self.xfer, ignore_errors=True)
+
+
+def _xfer_dir(jail: str | None) -> str:
+    if jail:
+        # The jail makes its own /dev/shm and /tmp, so the transfer directory lives elsewhere.
+        base: str | None = os.path.join(build.cache_dir(), "xfer")
+        os.makedirs(base, exist_ok=True)
+    else:
+        shm = "/dev/shm"
+        base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    return tempfile.mkdtemp(prefix="kforge-xfer-", dir=base)
+
+
+def prepare(task_path: str, cand_path: str, opts: Options) -> Launch:
+    """The first stage of an evaluation (see the module's doc)."""
+    make_undumpable()
+    launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), _xfer_dir(opts.jail))
+    try:
+        _build_and_start(launch)
+    except BaseException:
+        launch.abandon()
+        raise
+    return launch
+
+
+def _build_and_start(launch: Launch) -> None:
+    o = launch.opts
+    try:
+        cand = detect(launch.cand_path, o.backend)
+    except CandidateError as e:
+        launch.status, launch.message = "compile_error", str(e)
+        return
+    launch.cand = cand
+    try:
+        with open(cand.model_file, encoding="utf-8") as f:
+            compile(f.read(), cand.model_file, "exec")
+    except (SyntaxError, UnicodeDecodeError, ValueError) as e:
+        launch.build = {"seconds": None, "cached": False, "diagnostics": str(e)}
+        launch.status = "compile_error"
+        launch.message = f"{os.path.basename(cand.model_file)} does not parse: {e}"
+        return
+    if o.static_scan:
+        scan = scan_candidate_sources([cand.model_file], cand.format)
+        launch.flags += scan["flags"]
+        launch.details += scan["details"]
+    progress(o, "building")
+    try:
+        if cand.format == "native":
+            b = build.build_native(cand, o.backend, jail=o.jail)
+        elif cand.format == "cuda-agent":
+            b = build.build_cuda_agent(cand, o.backend, jail=o.jail)
+        else:
+            b = build.BuildResult(command=["load_inline at import"])
+    except build.JailError as e:
+        launch.status, launch.message = "infra_error", f"jail: {e}"
+        return
+    except build.BuildError as e:
+        launch.build = {"seconds": None, "cached": False, "diagnostics": e.diagnostics}
+        launch.status, launch.message = "compile_error", str(e)
+        return
+    launch.build = b.as_json()
+    launch.flags += b.flags
+    launch.mark("built")
+    if o.phase == "build":
+        return
+    if o.gpu_lock:
+        # the build ran beside other jobs; from here on the GPU is this job's alone
+        launch.lock = GpuLock(o.gpu_lock)
+        launch.lock_wait_s = round(launch.lock.acquire(), 3)
+        launch.mark("locked")
+    launch.runner = _start_runner(launch, cand, b)
+
+
+def _start_runner(launch: Launch, cand: Candidate, b: build.BuildResult) -> RunnerProcess:
+    o, xfer = launch.opts, launch.xfer
+    env = dict(os.environ)
+    env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["KFORGE_BACKEND"] = o.backend
+    env.pop("KFORGE_KERNEL_LIB", None)
+    if o.jail:
+        env["TORCH_EXTENSIONS_DIR"] = os.path.join(xfer, "torch_extensions")
+    else:
+        env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
+    tail = ["--xfer", xfer, "--candidate", cand.path, "--format", cand.format, "--backend", o.backend]
+    if b.lib:
+        tail += ["--lib", b.lib]
+    if b.ext_dir:
+        tail += ["--ext-dir", b.ext_dir]
+    if o.backend == "cuda":
+        # the device channel; the judge checks that arenas work once PyTorch is loaded
+        launch.dev_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        launch.dev_listener.bind(os.path.join(xfer, "dev.sock"))
+        launch.dev_listener.listen(1)
+        tail += ["--dev-sock", os.path.join(xfer, "dev.sock")]
+    mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
+    wrap: list[str] | None = None
+    if o.jail:
+        inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
+        if env.get("LD_LIBRARY_PATH"):
+            inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
+        readable = [HARNESS_PARENT, cand.path if os.path.isdir(cand.path) else os.path.dirname(cand.path)]
+        readable += [os.path.dirname(b.lib) if b.lib else "", b.ext_dir or ""]
+        lifetime = o.init_timeout + 20 * o.run_timeout + 20 * o.timing_policy.budget_s
+        gpu = o.gpu if o.gpu is not None or o.backend != "cuda" else 0
+        wrap = jailwrap.run_prefix(o.jail, xfer, readable, inner, gpu, mem, lifetime)
+    return RunnerProcess(tail, env, xfer, mem, wrap)
