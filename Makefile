@@ -12,7 +12,8 @@ export PYTHONPATH := $(abspath workers/harness)
 
 # in build order: lib before the programs that link it
 C_DIRS   := $(patsubst %/Makefile,%,$(wildcard sandbox/Makefile lib/Makefile server/Makefile workers/Makefile cli/Makefile))
-C_FILES   = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+# tracked and new (untracked, not ignored) C sources: a new file is formatted and checked before it is added
+C_FILES   = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 
 .PHONY: help deps build run test test-gpu bench bundle fmt fmt-check lint clean
 

@@ -1,3 +1,3 @@
 """pytest fixtures of tests/sandbox; the helpers themselves live in jailtest.py."""
 
-from jailtest import built, outside, unpriv, ws  # noqa: F401
+from jailtest import bombs_alone, built, outside, unpriv, ws  # noqa: F401

@@ -6,6 +6,7 @@ current jail and the helpers of tests/sandbox/helpers (attack, bomb).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
@@ -105,6 +106,19 @@ def outside() -> Iterator[Path]:
     os.chmod(d, 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture()
+def bombs_alone() -> Iterator[None]:
+    """Holds a machine-wide lock for the test: tests that run the bomb helper take it, so that
+    one test's check that no bomb outlived its jail (jail_processes) never sees the bombs of
+    another test running at the same time in another pytest worker."""
+    with open(os.path.join(tempfile.gettempdir(), "kforge-test-bombs.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def jail_processes(exe: Path) -> list[int]:

@@ -11,6 +11,11 @@ import pytest
 from jailtest import BOMB, PROFILES, jail_processes, run_jail
 
 
+@pytest.fixture(autouse=True)
+def _alone(bombs_alone: None) -> None:
+    """Every test here runs a bomb and then checks that none survived (see bombs_alone)."""
+
+
 def host_is_fine() -> None:
     assert jail_processes(BOMB) == [], "a bomb outlived its jail"
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork

@@ -64,6 +64,7 @@ def test_privileged_syscalls(attack: str, unpriv: str, uws: Path) -> None:
     assert r.lines()[-1] == "BLOCKED", r.out + r.err
 
 
+@pytest.mark.usefixtures("bombs_alone")
 def test_fork_bomb_stopped_by_rlimit_nproc(unpriv: str, uws: Path) -> None:
     r = run_jail(uws, str(BOMB), "fork", user=unpriv, opts=["--pids", "32", "--time", "2"])
     assert r.report["limit"] == "pids", r.report
@@ -71,6 +72,7 @@ def test_fork_bomb_stopped_by_rlimit_nproc(unpriv: str, uws: Path) -> None:
     assert jail_processes(BOMB) == []
 
 
+@pytest.mark.usefixtures("bombs_alone")
 def test_memory_bomb_and_output_flood(unpriv: str, uws: Path) -> None:
     r = run_jail(uws, str(BOMB), "mem", user=unpriv, opts=["--mem", "128"])
     assert r.report["limit"] == "memory", r.report
