@@ -49,6 +49,33 @@ void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
 /* The element function `QUAL float kf_elem(float x0, ...)` of a body, into b. */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
 
+/* A pass along one row of the output with float4 loads and stores, as kf_rows4 (expert_bcast.c)
+ * and the fused norm (expert_norm_fused.c) write it. In the generated code, input k has a row
+ * pointer pK and a last stride sK3, 1 (read as float4) or 0 (one value per row, bK); an input
+ * with value[k] set is passed to the element function as that expression of the pass instead (a
+ * norm's "mu") and read by none of the code below. */
+struct kfw_row4 {
+    int n;                    /* inputs */
+    const char *const *value; /* NULL (all tensors), or per input NULL or the value to pass */
+    const char *elem;         /* the element function: "kf_elem", "ew::kf_elem" */
+    const char *in;           /* the host's name of input k's pointer is <in>k: "in", "e" */
+    int pad;                  /* the row's statements' indent; the loop body's: 4 more */
+};
+
+/* `const float bK = sK3 ? 0.0f : pK[0];` (at pad), into b. */
+void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k);
+
+/* The body of the caller's loop over the row's float4 columns c: each input's float4 aK (pK's
+ * c-th, or bK four times), y = the element function of them lane by lane, and `OUT4[c] = y;`
+ * (out4 an expression of type float4 *), into b. */
+void kfw_row4_body(struct kf_buf *b, const struct kfw_row4 *r, const char *out4);
+
+/* The host's test that the pass applies, into b: `bool VAR = ROWS && <out 16-byte aligned>;`
+ * (rows: the caller's condition on the row length d3, at least "d3 % 4 == 0"), then a line a
+ * tensor input: it broadcasts along the row, or runs along it with stride 1 from a 16-byte
+ * aligned start at every row (its pointer aligned, its other strides multiples of 4). */
+void kfw_row4_check(struct kf_buf *b, const struct kfw_row4 *r, const char *var, const char *rows);
+
 /* expert_bcast.c: the same when the inputs broadcast to the output (at most 4 dimensions):
  * fn(in0.., out, n, d1, d2, d3, s00, s01, s02, s03, s10, ...) with the output's last three dims
  * and each input's strides in the output's index space (0 where it broadcasts). */

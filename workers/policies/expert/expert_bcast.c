@@ -117,6 +117,11 @@ static void fold_dims(struct kf_buf *b, int n) {
     kf_buf_printf(b, "    }\n");
 }
 
+/* kf_rows4's inputs in0.. as the float4 row pass (expert_ew.c) names them */
+static struct kfw_row4 rows4(int n) {
+    return (struct kfw_row4){.n = n, .elem = "kf_elem", .in = "in", .pad = 12};
+}
+
 /* kf_rows4: kf_rows with four columns per thread, for rows whose every input runs along the
  * row with stride 1 (read as float4) or 0 (one value per row, read once): the common bias and
  * per-channel cases. A row takes the fewest threads (a power of two, at least a warp) that
@@ -140,31 +145,20 @@ static void rows4_kernel(struct kf_buf *b, int n) {
                      "        if (r >= r1)\n            continue;\n"
                      "        int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
                      "        for (; r < r1; r += groups) {\n");
-    for (int k = 0; k < n; k++)
+    const struct kfw_row4 r = rows4(n);
+    for (int k = 0; k < n; k++) {
         kf_buf_printf(b,
                       "            const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 "
-                      "+ i2 * s%d2;\n"
-                      "            const float b%d = s%d3 ? 0.0f : p%d[0];\n",
-                      k, k, k, k, k, k, k, k);
+                      "+ i2 * s%d2;\n",
+                      k, k, k, k, k);
+        kfw_row4_base(b, &r, k);
+    }
     kf_buf_printf(b,
                   "            float4 *__restrict__ o = reinterpret_cast<float4 *>(out + r * d3);\n"
                   "#pragma unroll 2\n"
                   "            for (int c = lane; c < len4; c += tpr) {\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(
-            b,
-            "                const float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
-            ": make_float4(b%d, b%d, b%d, b%d);\n",
-            k, k, k, k, k, k, k);
-    kf_buf_printf(b, "                float4 y;\n");
-    static const char lane[] = "xyzw";
-    for (int l = 0; l < 4; l++) {
-        kf_buf_printf(b, "                y.%c = kf_elem(", lane[l]);
-        for (int k = 0; k < n; k++)
-            kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, lane[l]);
-        kf_buf_printf(b, ");\n");
-    }
-    kf_buf_printf(b, "                o[c] = y;\n            }\n"
+    kfw_row4_body(b, &r, "o");
+    kf_buf_printf(b, "            }\n"
                      "            i2 += groups;\n"
                      "            while (i2 >= d2) {\n                i2 -= d2;\n"
                      "                if (++i1 == d1) {\n                    i1 = 0;\n"
@@ -175,13 +169,8 @@ static void rows4_kernel(struct kf_buf *b, int n) {
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
 static void rows4_launch(struct kf_buf *b, int n) {
-    kf_buf_printf(b, "    bool vec = d3 >= 64 && d3 %% 4 == 0 && d3 / 4 <= 0x7fffffff && "
-                     "((uintptr_t)out & 15) == 0;\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b,
-                      "    vec = vec && (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)in%d & 15) == 0 && "
-                      "(s%d0 | s%d1 | s%d2) %% 4 == 0));\n",
-                      k, k, k, k, k, k);
+    const struct kfw_row4 r = rows4(n);
+    kfw_row4_check(b, &r, "vec", "d3 >= 64 && d3 % 4 == 0 && d3 / 4 <= 0x7fffffff");
     kf_buf_printf(b, "    if (vec) {\n        const int64_t rows = n / d3;\n"
                      "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
                      "        const int64_t chunks = (rows + rb - 1) / rb;\n"

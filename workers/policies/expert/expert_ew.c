@@ -1,5 +1,6 @@
 /* expert_ew.c: elementwise chains for the expert: the FX graph of `inspect` mapped to one C
- * expression per node, and the kernels and model_new.py that run them in one pass. */
+ * expression per node, and the kernels and model_new.py that run them in one pass; also the
+ * float4 row pass (kfw_row4_*) that expert_bcast.c and expert_norm_fused.c emit. */
 #include "expert.h"
 
 #include <stdbool.h>
@@ -154,6 +155,46 @@ void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
     indent(b, fixed.data ? fixed.data : "", "    ");
     kf_buf_free(&fixed);
     kf_buf_printf(b, "}\n");
+}
+
+/* One input's value where it broadcasts along the row (nothing for an input given as a value). */
+void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k) {
+    if (r->value == NULL || r->value[k] == NULL)
+        kf_buf_printf(b, "%*sconst float b%d = s%d3 ? 0.0f : p%d[0];\n", r->pad, "", k, k, k);
+}
+
+void kfw_row4_body(struct kf_buf *b, const struct kfw_row4 *r, const char *out4) {
+    const int pad = r->pad + 4;
+    for (int k = 0; k < r->n; k++)
+        if (r->value == NULL || r->value[k] == NULL)
+            kf_buf_printf(b,
+                          "%*sconst float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
+                          ": make_float4(b%d, b%d, b%d, b%d);\n",
+                          pad, "", k, k, k, k, k, k, k);
+    kf_buf_printf(b, "%*sfloat4 y;\n", pad, "");
+    for (const char *l = "xyzw"; *l; l++) {
+        kf_buf_printf(b, "%*sy.%c = %s(", pad, "", *l, r->elem);
+        for (int k = 0; k < r->n; k++) {
+            const char *sep = k ? ", " : "";
+            if (r->value != NULL && r->value[k] != NULL)
+                kf_buf_printf(b, "%s%s", sep, r->value[k]);
+            else
+                kf_buf_printf(b, "%sa%d.%c", sep, k, *l);
+        }
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "%*s%s[c] = y;\n", pad, "", out4);
+}
+
+void kfw_row4_check(struct kf_buf *b, const struct kfw_row4 *r, const char *var, const char *rows) {
+    kf_buf_printf(b, "    bool %s = %s && ((uintptr_t)out & 15) == 0;\n", var, rows);
+    for (int k = 0; k < r->n; k++)
+        if (r->value == NULL || r->value[k] == NULL)
+            kf_buf_printf(
+                b,
+                "    %s = %s && (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)%s%d & 15) == 0 && "
+                "(s%d0 | s%d1 | s%d2) %% 4 == 0));\n",
+                var, var, k, k, r->in, k, k, k, k);
 }
 
 static char *cpu_kernel(const char *fn, const char *body, int n, int v) {

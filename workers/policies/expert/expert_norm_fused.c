@@ -27,35 +27,13 @@ static void pass_list(struct kf_buf *b, const struct kfx_step *st, bool decl) {
             kf_buf_printf(b, ", %ss%d%d", decl ? "int64_t " : "", k, j);
 }
 
-/* the pass over one row with float4 loads and stores (v4: every input that runs along the row
- * has stride 1 and 16-byte aligned rows, the others stride 0: one value per row) */
-static void pass4(struct kf_buf *b, const struct kfx_step *st) {
+/* the fused pass's inputs as the float4 row pass (expert_ew.c) names them: a statistic leaf is
+ * the value mu or rs of the group (value, KFX_MAX_LEAVES long), every other leaf a tensor eK */
+static struct kfw_row4 pass_row4(const struct kfx_step *st, const char **value) {
     for (int k = 0; k < st->ew_leaves; k++)
-        if (st->ew_stat[k] == 0)
-            kf_buf_printf(b, "                const float b%d = s%d3 ? 0.0f : p%d[0];\n", k, k, k);
-    kf_buf_printf(b, "                for (int c = threadIdx.x; c < len / 4; c += blockDim.x) {\n");
-    for (int k = 0; k < st->ew_leaves; k++)
-        if (st->ew_stat[k] == 0)
-            kf_buf_printf(b,
-                          "                    const float4 a%d = s%d3 ? reinterpret_cast<const "
-                          "float4 *>(p%d)[c] : make_float4(b%d, b%d, b%d, b%d);\n",
-                          k, k, k, k, k, k, k);
-    kf_buf_printf(b, "                    float4 y;\n");
-    for (const char *l = "xyzw"; *l; l++) {
-        kf_buf_printf(b, "                    y.%c = ew::kf_elem(", *l);
-        for (int k = 0; k < st->ew_leaves; k++) {
-            const char *sep = k ? ", " : "";
-            if (st->ew_stat[k] == 1)
-                kf_buf_printf(b, "%smu", sep);
-            else if (st->ew_stat[k] == 2)
-                kf_buf_printf(b, "%srs", sep);
-            else
-                kf_buf_printf(b, "%sa%d.%c", sep, k, *l);
-        }
-        kf_buf_printf(b, ");\n");
-    }
-    kf_buf_printf(b, "                    reinterpret_cast<float4 *>(o)[c] = y;\n"
-                     "                }\n");
+        value[k] = st->ew_stat[k] == 1 ? "mu" : st->ew_stat[k] == 2 ? "rs" : NULL;
+    return (struct kfw_row4){
+        .n = st->ew_leaves, .value = value, .elem = "ew::kf_elem", .in = "e", .pad = 16};
 }
 
 static const char STATS[] =
@@ -108,6 +86,8 @@ static const char GROUP[] =
     "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
 char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
+    const char *value[KFX_MAX_LEAVES];
+    const struct kfw_row4 r = pass_row4(st, value);
     struct kf_buf b = {0};
     kf_buf_printf(&b, "namespace ew {\n");
     kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
@@ -117,24 +97,25 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     pass_list(&b, st, true);
     kf_buf_printf(&b, ", bool v4%s", GROUP);
     for (int k = 0; k < st->ew_leaves; k++)
-        if (st->ew_stat[k] == 0)
+        if (value[k] == NULL)
             kf_buf_printf(&b,
                           "            const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
                           "+ i2 * s%d2;\n",
                           k, k, k, k, k);
     kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n            if (v4) {\n");
-    pass4(&b, st);
-    kf_buf_printf(&b, "            } else {\n#pragma unroll 4\n"
+    for (int k = 0; k < st->ew_leaves; k++)
+        kfw_row4_base(&b, &r, k);
+    kf_buf_printf(&b,
+                  "                for (int c = threadIdx.x; c < len / 4; c += blockDim.x) {\n");
+    kfw_row4_body(&b, &r, "reinterpret_cast<float4 *>(o)");
+    kf_buf_printf(&b, "                }\n            } else {\n#pragma unroll 4\n"
                       "                for (int c = threadIdx.x; c < len; c += blockDim.x)\n"
                       "                    o[c] = ew::kf_elem(");
     for (int k = 0; k < st->ew_leaves; k++) {
-        const char *sep = k ? ", " : "";
-        if (st->ew_stat[k] == 1)
-            kf_buf_printf(&b, "%smu", sep);
-        else if (st->ew_stat[k] == 2)
-            kf_buf_printf(&b, "%srs", sep);
+        if (value[k])
+            kf_buf_printf(&b, "%s%s", k ? ", " : "", value[k]);
         else
-            kf_buf_printf(&b, "%sp%d[c * s%d3]", sep, k, k);
+            kf_buf_printf(&b, "%sp%d[c * s%d3]", k ? ", " : "", k, k);
     }
     kf_buf_printf(&b, ");\n            }\n        }\n        __syncthreads();\n    }\n}\n\n"
                       "} // namespace\n\n");
@@ -158,15 +139,8 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
             "    // the plan's contract: contiguous groups of whole rows covering the output\n"
             "    if (A != 1 || rep != 1 || d3 <= 0 || d3 > 0x7fffffff || B %% d3 != 0 || "
             "G * B != n)\n        return 2;\n"
-            "    const unsigned blocks = (unsigned)(G < 65535 * 16 ? G : 65535 * 16);\n"
-            "    bool v4 = d3 %% 4 == 0 && ((uintptr_t)out & 15) == 0;\n");
-    for (int k = 0; k < st->ew_leaves; k++)
-        if (st->ew_stat[k] == 0)
-            kf_buf_printf(
-                &b,
-                "    v4 = v4 && (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)e%d & 15) == 0 && "
-                "(s%d0 | s%d1 | s%d2) %% 4 == 0));\n",
-                k, k, k, k, k, k);
+            "    const unsigned blocks = (unsigned)(G < 65535 * 16 ? G : 65535 * 16);\n");
+    kfw_row4_check(&b, &r, "v4", "d3 % 4 == 0");
     kf_buf_printf(&b, "    norm_rows<<<blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, ");
     pass_list(&b, st, false);
     kf_buf_printf(&b, ", v4);\n    return (int)cudaGetLastError();\n}\n");
