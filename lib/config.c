@@ -58,6 +58,8 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
      "the reconciler's period"},
     {"job_timeout_s", KF_CFG_INT, "1800", 1, 7 * 86400, "KFORGE_JOB_TIMEOUT_S", OFF(job_timeout_s),
      "wall clock of one harness run"},
+    {"pool_runners", KF_CFG_INT, "1", 0, 16, "KFORGE_POOL_RUNNERS", OFF(pool_runners),
+     "warm runners a worker keeps in standby for its evaluations; 0 = none"},
     {"policy_timeout_s", KF_CFG_DOUBLE, "300", 1, 3600, "KFORGE_POLICY_TIMEOUT_S",
      OFF(policy_timeout_s), "one request to an openai policy endpoint"},
     {"policy_retries", KF_CFG_INT, "4", 0, 100, "KFORGE_POLICY_RETRIES", OFF(policy_retries),

@@ -35,6 +35,7 @@ struct kf_config {
     long max_attempts;       /* KFORGE_MAX_ATTEMPTS: infrastructure failures before dead-letter */
     long reconcile_s;        /* KFORGE_RECONCILE_S: the reconciler's period */
     long job_timeout_s;      /* KFORGE_JOB_TIMEOUT_S: wall clock of one harness run */
+    long pool_runners;       /* KFORGE_POOL_RUNNERS: warm runners in standby per worker */
     double policy_timeout_s; /* KFORGE_POLICY_TIMEOUT_S: one request to an openai policy */
     long policy_retries;     /* KFORGE_POLICY_RETRIES: after 429, 5xx, timeouts, bad bodies */
     double policy_backoff_s; /* KFORGE_POLICY_BACKOFF_S: the first back-off, then doubled */

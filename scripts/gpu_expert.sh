@@ -4,6 +4,8 @@
 # harness's full `evaluate`, torch.compile baseline included), PAR at once (builds and checks
 # overlap; timings never do: one GPU lock), stopped after LIMIT seconds. Writes the verdicts to
 # $OUT/expert.jsonl and a table to stdout and $OUT/expert.txt (bench/README.md's figures).
+# POOL (default 4): runners kept warm by a runner pool (`python -m kforge_harness pool`) that the
+# evaluations take theirs from; 0: each starts its own.
 # Needs build/kforge-bundle.tar.gz (the probe's libjansson) and build/agent-probes carried.
 set -u
 OUT=${OUT:-/tmp/kforge-gpu}
@@ -17,8 +19,15 @@ export KFORGE_EXPERT_BUDGET=${BUDGET:-0.6}
 sel=()
 # "-k" and its expression as two words ("a or b"): unquoted, the expression split into paths
 [ -n "${TASKS:-}" ] && sel=(-k "$(echo "$TASKS" | sed 's/ / or /g')")
+pool_pid=
+if [ "${POOL:-4}" -gt 0 ]; then
+  python3 -m kforge_harness pool --sock "$work/pool.sock" --backend cuda --size "$POOL" >"$work/pool.log" 2>&1 &
+  pool_pid=$!
+  export KFORGE_RUNNER_POOL="$work/pool.sock"
+fi
 timeout "${LIMIT:-480}" python3 -m pytest -m gpu -n "${PAR:-4}" -q -p no:cacheprovider -o addopts= \
     tests/agent/test_expert_gpu.py "${sel[@]}" >"$OUT/expert-pytest.log" 2>&1
 echo "pytest exit status $?" >>"$OUT/expert-pytest.log"
+[ -n "$pool_pid" ] && kill "$pool_pid"
 tail -n 15 "$OUT/expert-pytest.log"
 python3 bench/expert_table.py "$OUT/expert.jsonl" | tee "$OUT/expert.txt"

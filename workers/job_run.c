@@ -151,6 +151,8 @@ static int spawn(struct child *c, char *const argv[], const char *cwd, char *err
         dup2(pe[1], 2);
         setenv("PYTHONPATH", c->w->cfg.harness_dir, 1);
         setenv("PYTHONUNBUFFERED", "1", 1);
+        if (c->w->pool_sock[0]) /* evaluate takes a warm runner there (runner_pool.c) */
+            setenv("KFORGE_RUNNER_POOL", c->w->pool_sock, 1);
         /* from a bundle (scripts/bundle.sh), the loader path names the bundle's Debian 12
          * libraries, which the host's Python and PyTorch must not load: give back the host's */
         const char *host_ld = getenv("KFORGE_HOST_LD_LIBRARY_PATH");

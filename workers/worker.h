@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "db.h"
@@ -44,6 +45,9 @@ struct kfw {
     struct kf_db *db;   /* main thread's */
     struct kf_queue *q; /* main thread's */
     struct kfw_shared sh;
+    pid_t pool_pid;       /* the runner pool (runner_pool.c); 0 when none runs */
+    char pool_sock[108];  /* its socket; "" when there is no pool */
+    int64_t pool_next_ms; /* the earliest restart */
 };
 
 /* A claimed job (claim.c fills it; the strings are owned by the struct, kfw_job_free). */
@@ -111,6 +115,13 @@ void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *r
 /* job_finish.c: writes the outcome under the fence (with retries while the database is
  * unreachable) and acknowledges the stream entry. */
 void kfw_job_finish(struct kfw *w, const struct kfw_job *job, struct kfw_run *run);
+
+/* runner_pool.c: the pool of warm runners the worker's evaluations take theirs from (main
+ * thread only). start: when pool_runners > 0; tend: starts it again once it has died; stop:
+ * SIGTERM, then SIGKILL after ten seconds. */
+void kfw_pool_start(struct kfw *w);
+void kfw_pool_tend(struct kfw *w);
+void kfw_pool_stop(struct kfw *w);
 
 /* heartbeat.c, reconcile.c: the threads. arg is the struct kfw. They end when sh.quit is set
  * (under sh.mu, with sh.wake broadcast). */

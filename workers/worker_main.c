@@ -142,6 +142,7 @@ static void set_active(struct kfw *w, const struct kfw_job *job) {
 /* Claims and runs jobs until a stop signal. */
 static void main_loop(struct kfw *w) {
     while (!kfw_pause(w, 0)) {
+        kfw_pool_tend(w);
         struct kfw_job job;
         int r = kfw_claim_next(w, &job, 1000);
         if (r < 0)
@@ -208,8 +209,10 @@ int main(int argc, char **argv) {
         hb_ok = pthread_create(&hb, NULL, kfw_heartbeat_main, &w) == 0;
         rc_ok = pthread_create(&rc, NULL, kfw_reconcile_main, &w) == 0;
         if (hb_ok && rc_ok) {
+            kfw_pool_start(&w);
             kf_log(&w.log, KF_LOG_INFO, "ready");
             main_loop(&w);
+            kfw_pool_stop(&w);
         } else {
             kf_log(&w.log, KF_LOG_ERROR, "cannot start the helper threads");
         }

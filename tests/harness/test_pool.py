@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_hacks import CAUGHT, FAST, HACKS, HARNESS, TASKS, brief
+from test_hacks import CAUGHT, FAST, HACKS, HARNESS, TASKS, brief, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -71,24 +71,12 @@ def pool(kforge_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     p.stop()
 
 
-def evaluate(cache: Path, task: Path, candidate: Path, *extra: str, timeout: float = 300) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_CACHE=str(cache))
-    argv = [
-        sys.executable,
-        "-m",
-        "kforge_harness",
-        "evaluate",
-        "--task",
-        str(task),
-        "--candidate",
-        str(candidate),
-    ]
-    p = subprocess.run(
-        [*argv, *FAST, *extra], cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=timeout
+def evaluate(cache: Path, task: Path, candidate: Path, *extra: str) -> dict[str, Any]:
+    code, lines, err = run_cli(
+        cache, "evaluate", "--task", str(task), "--candidate", str(candidate), *FAST, *extra
     )
-    assert p.returncode == 0, p.stderr[-3000:]
-    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stdout[-3000:]
+    assert code == 0, err[-3000:]
+    assert len(lines) == 1, "\n".join(lines)[-3000:]
     return json.loads(lines[0])
 
 

@@ -112,3 +112,25 @@ def test_wait_returns_the_finished_evaluation(stack: Stack, submitted: dict[str,
     got = r.json()
     assert got["job"]["status"] == "succeeded" and got["evaluation"]["status"] == "compile_error"
     assert got["evaluation"]["reward"] == -1 and got["evaluation"]["verdict"]["status"] == "compile_error"
+
+
+def test_the_workers_evaluations_take_warm_runners(stack: Stack, submitted: dict[str, Any]) -> None:
+    """The worker keeps a pool of warm runners (workers/runner_pool.c) beside it, and its
+    evaluations take theirs from it rather than starting one (the verdict's runner_start)."""
+    worker = [p for p in stack.processes if p.name.startswith("worker")]
+    starts = {}
+    for case, first in submitted.items():
+        stack.api.wait_job(first["job"]["id"], watch=worker)
+        v = stack.api.get(f"/v1/evaluations/{first['evaluation']['id']}").json()["verdict"]
+        starts[case] = v.get("runner_start")
+    # a compile error never reaches a runner; every other one was taken warm
+    assert starts == {
+        "sum_dim": "pooled",
+        "silu_residual": "pooled",
+        "rms_norm": "pooled",
+        "compile_error": None,
+    }
+    var = stack.root / "worker0-var"
+    if not var.exists():
+        var = next(stack.root.glob("worker*-var"))
+    assert list(var.glob("pool-*.sock")) and list(var.glob("pool-*.log")), sorted(var.iterdir())

@@ -74,6 +74,19 @@ def _parser() -> argparse.ArgumentParser:
         help="stop after the build, or after the correctness trials (no timing, reward null); default full",
     )
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
+    ev.add_argument(
+        "--pool",
+        default=os.environ.get("KFORGE_RUNNER_POOL") or None,
+        help="a runner pool's socket (the pool subcommand): take a warm runner from it when it has one",
+    )
+    po = sub.add_parser("pool", help="keep warm runners for evaluations with these options")
+    po.add_argument("--sock", required=True, help="the Unix socket to listen on")
+    po.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    po.add_argument("--jail", help="kforge-jail binary: runners in its run profile")
+    po.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes runners get")
+    po.add_argument("--mem-limit-mib", type=int)
+    po.add_argument("--size", type=int, default=1, help="runners kept in standby")
+    po.add_argument("--max-age", type=float, default=1800.0, help="seconds a runner may wait")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
     bl.add_argument("--task", required=True)
@@ -127,6 +140,7 @@ def main(argv: list[str]) -> int:
                 progress=args.progress,
                 gpu_lock=args.gpu_lock,
                 phase=args.phase,
+                pool=args.pool,
             )
             # the runner starts inside prepare, before this process imports PyTorch for the judge
             launch = prepare(args.task, args.candidate, opts)
@@ -136,6 +150,17 @@ def main(argv: list[str]) -> int:
             if init is not None:
                 init.join()
             emit(evaluate_launched(launch))
+        elif args.cmd == "pool":
+            from kforge_harness.launch import Options
+            from kforge_harness.pool import run_pool
+
+            opts = Options(
+                backend=args.backend,
+                jail=os.path.abspath(args.jail) if args.jail else None,
+                gpu=args.gpu,
+                mem_limit_mib=args.mem_limit_mib,
+            )
+            run_pool(args.sock, opts, max(1, args.size), args.max_age)
         elif args.cmd == "baseline":
             from kforge_harness.baseline_cmd import run_baseline
 

@@ -147,6 +147,8 @@ class Evaluation:
         self.transport = Transport(self.xfer)
         self.dev_listener = launch.dev_listener
         self.lock = launch.lock
+        if launch.runner is not None:
+            self.v.r["runner_start"] = launch.runner_start  # "cold", or "pooled": started ahead
         self.secret = self.opts.seed if self.opts.seed is not None else secrets.randbits(62)
 
     def close(self) -> None:

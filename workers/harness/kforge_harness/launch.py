@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kforge_harness import build, jailwrap
+from kforge_harness import build, jailwrap, poolclient
 from kforge_harness.candidate import Candidate, CandidateError, detect
 from kforge_harness.gpulock import GpuLock
 from kforge_harness.policy import Policy
@@ -47,6 +47,7 @@ class Options:
     progress: bool = False
     gpu_lock: str | None = None
     phase: str = "full"  # build | verify | full: where the evaluation stops
+    pool: str | None = None  # a runner pool's socket (kforge_harness.pool): take a warm runner
 
 
 def progress(opts: Options, phase: str) -> None:
@@ -94,6 +95,7 @@ class Launch:
     dev_listener: socket.socket | None = None
     lock: GpuLock | None = None
     lock_wait_s: float | None = None
+    runner_start: str = "cold"  # or "pooled": taken warm from a pool
 
     def mark(self, phase: str) -> None:
         self.marks[phase] = round(time.monotonic() - self.t0, 3)
@@ -108,7 +110,7 @@ class Launch:
         shutil.rmtree(self.xfer, ignore_errors=True)
 
 
-def _xfer_dir(jail: str | None) -> str:
+def xfer_dir(jail: str | None) -> str:
     if jail:
         # The jail makes its own /dev/shm and /tmp, so the transfer directory lives elsewhere.
         base: str | None = os.path.join(build.cache_dir(), "xfer")
@@ -122,7 +124,7 @@ def _xfer_dir(jail: str | None) -> str:
 def prepare(task_path: str, cand_path: str, opts: Options) -> Launch:
     """The first stage of an evaluation (see the module's doc)."""
     make_undumpable()
-    launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), _xfer_dir(opts.jail))
+    launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), xfer_dir(opts.jail))
     try:
         _build_and_start(launch)
     except BaseException:
@@ -180,7 +182,60 @@ def _build_and_start(launch: Launch) -> None:
 
 
 def _start_runner(launch: Launch, cand: Candidate, b: build.BuildResult) -> RunnerProcess:
-    o, xfer = launch.opts, launch.xfer
+    o = launch.opts
+    if o.pool:
+        taken = poolclient.take(o.pool, pool_key(o))
+        if taken is not None:
+            return _adopt_runner(launch, cand, b, taken)
+        launch.runner_start = "cold (the pool had no runner)"
+    xfer = launch.xfer
+    tail = ["--xfer", xfer, "--candidate", cand.path, "--format", cand.format, "--backend", o.backend]
+    if b.lib:
+        tail += ["--lib", b.lib]
+    if b.ext_dir:
+        tail += ["--ext-dir", b.ext_dir]
+    if o.backend == "cuda":
+        tail += ["--dev-sock", _listen_devshare(launch)]
+    readable = [cand.path if os.path.isdir(cand.path) else os.path.dirname(cand.path)]
+    readable += [os.path.dirname(b.lib) if b.lib else "", b.ext_dir or ""]
+    lifetime = o.init_timeout + 20 * o.run_timeout + 20 * o.timing_policy.budget_s
+    env, wrap, mem = runner_env_wrap(o, xfer, readable, lifetime)
+    return RunnerProcess(tail, env, xfer, mem, wrap)
+
+
+def _listen_devshare(launch: Launch) -> str:
+    """The judge's end of the device channel (cuda): a Unix socket in the transfer directory."""
+    path = os.path.join(launch.xfer, "dev.sock")
+    launch.dev_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    launch.dev_listener.bind(path)
+    launch.dev_listener.listen(1)
+    return path
+
+
+def pool_key(o: Options) -> dict[str, Any]:
+    """What a pooled runner must have been started with to serve an evaluation with ``o``."""
+    return {
+        "backend": o.backend,
+        "jail": o.jail,
+        "gpu": _jail_gpu(o),
+        "mem": _mem_mib(o),
+        "harness": HARNESS_PARENT,
+    }
+
+
+def _jail_gpu(o: Options) -> int | None:
+    return o.gpu if o.gpu is not None or o.backend != "cuda" else 0
+
+
+def _mem_mib(o: Options) -> int | None:
+    return o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
+
+
+def runner_env_wrap(
+    o: Options, xfer: str, readable: list[str], lifetime_s: float
+) -> tuple[dict[str, str], list[str] | None, int | None]:
+    """The runner's environment, its jail prefix (None without a jail) and its memory limit in
+    MiB; ``readable``: what the jail shows it read-only besides the harness."""
     env = dict(os.environ)
     env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["KFORGE_BACKEND"] = o.backend
@@ -189,26 +244,47 @@ def _start_runner(launch: Launch, cand: Candidate, b: build.BuildResult) -> Runn
         env["TORCH_EXTENSIONS_DIR"] = os.path.join(xfer, "torch_extensions")
     else:
         env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(build.cache_dir(), "torch_extensions"))
-    tail = ["--xfer", xfer, "--candidate", cand.path, "--format", cand.format, "--backend", o.backend]
-    if b.lib:
-        tail += ["--lib", b.lib]
-    if b.ext_dir:
-        tail += ["--ext-dir", b.ext_dir]
-    if o.backend == "cuda":
-        # the device channel; the judge checks that arenas work once PyTorch is loaded
-        launch.dev_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        launch.dev_listener.bind(os.path.join(xfer, "dev.sock"))
-        launch.dev_listener.listen(1)
-        tail += ["--dev-sock", os.path.join(xfer, "dev.sock")]
-    mem = o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
-    wrap: list[str] | None = None
-    if o.jail:
-        inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
-        if env.get("LD_LIBRARY_PATH"):
-            inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
-        readable = [HARNESS_PARENT, cand.path if os.path.isdir(cand.path) else os.path.dirname(cand.path)]
-        readable += [os.path.dirname(b.lib) if b.lib else "", b.ext_dir or ""]
-        lifetime = o.init_timeout + 20 * o.run_timeout + 20 * o.timing_policy.budget_s
-        gpu = o.gpu if o.gpu is not None or o.backend != "cuda" else 0
-        wrap = jailwrap.run_prefix(o.jail, xfer, readable, inner, gpu, mem, lifetime)
-    return RunnerProcess(tail, env, xfer, mem, wrap)
+    mem = _mem_mib(o)
+    if not o.jail:
+        return env, None, mem
+    inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
+    if env.get("LD_LIBRARY_PATH"):
+        inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
+    wrap = jailwrap.run_prefix(
+        o.jail, xfer, [HARNESS_PARENT, *readable], inner, _jail_gpu(o), mem, lifetime_s
+    )
+    return env, wrap, mem
+
+
+def _adopt_runner(
+    launch: Launch, cand: Candidate, b: build.BuildResult, taken: poolclient.Taken
+) -> RunnerProcess:
+    """Takes over a pool's warm runner: the evaluation moves into its transfer directory (the
+    only place its jail lets it read besides the harness), where the candidate, its library and
+    its extension are copied; the runner is told where they are without waiting for it (its
+    answer is awaited before the judge's first command)."""
+    shutil.rmtree(launch.xfer, ignore_errors=True)
+    launch.xfer = taken.xfer
+    launch.runner_start = "pooled"
+    runner = RunnerProcess.adopt(taken.xfer, taken.proc, taken.out_r, taken.err_r)
+    try:
+        staged = os.path.join(taken.xfer, "candidate")
+        if os.path.isdir(cand.path):
+            shutil.copytree(cand.path, staged, symlinks=True)  # links stay links: no file leaks in
+            cand_path = staged
+        else:
+            os.mkdir(staged)
+            cand_path = shutil.copy(cand.path, staged)
+        msg: dict[str, Any] = {"cmd": "adopt", "candidate": cand_path, "format": cand.format, "lib": None}
+        if b.lib:
+            os.mkdir(os.path.join(taken.xfer, "lib"))
+            msg["lib"] = shutil.copy(b.lib, os.path.join(taken.xfer, "lib"))
+        if b.ext_dir:
+            msg["ext_dir"] = shutil.copytree(b.ext_dir, os.path.join(taken.xfer, "ext"), symlinks=True)
+        if launch.opts.backend == "cuda":
+            msg["dev_sock"] = _listen_devshare(launch)
+        runner.post(msg, launch.opts.init_timeout)
+    except BaseException:
+        runner.close()
+        raise
+    return runner

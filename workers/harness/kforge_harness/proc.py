@@ -59,7 +59,7 @@ _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 
 
-def _prctl(*args: int) -> int:
+def prctl(*args: int) -> int:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -71,21 +71,79 @@ def drop_capabilities() -> None:
     by root keeps no capability across exec (no ptrace of the judge, no reading its memory).
     Runs in the child between fork and exec; errors are ignored where there is nothing to drop."""
     for cap in range(64):
-        if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def make_undumpable() -> None:
     """Marks the calling process (the judge) non-dumpable: /proc/<pid>/mem and ptrace are then
     closed to processes without CAP_SYS_PTRACE, the runner included."""
-    _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 class RunnerDied(Exception):
     def __init__(self, message: str, signal_no: int | None = None) -> None:
         super().__init__(message)
         self.signal_no = signal_no
+
+
+def spawn_runner(
+    argv_tail: list[str],
+    env: dict[str, str],
+    xfer: str,
+    mem_limit_mib: int | None,
+    wrap: list[str] | None = None,
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Makes the channel's two FIFOs in ``xfer`` and starts ``python -m kforge_harness.runner``
+    (inside ``wrap``, the jail's prefix, when given) in a session of its own. Returns the child
+    and the read ends of its stdout and stderr pipes (the caller owns them)."""
+    cmd_path = os.path.join(xfer, "cmd.fifo")
+    reply_path = os.path.join(xfer, "reply.fifo")
+    os.mkfifo(cmd_path, 0o600)
+    os.mkfifo(reply_path, 0o600)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    argv = [
+        *(wrap or []),
+        os.path.abspath(sys.executable),
+        "-m",
+        "kforge_harness.runner",
+        "--cmd-fifo",
+        cmd_path,
+        "--reply-fifo",
+        reply_path,
+        *argv_tail,
+    ]
+    jailed = bool(wrap)
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if mem_limit_mib and not jailed:
+            lim = mem_limit_mib << 20
+            resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
+        os.setsid()
+        if not jailed:  # the jail drops every capability of the command itself
+            drop_capabilities()
+
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            env=env,
+            preexec_fn=limits,
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (out_w, err_w):
+            os.close(fd)
+    return proc, out_r, err_r
 
 
 class RunnerProcess:
@@ -105,52 +163,28 @@ class RunnerProcess:
         mem_limit_mib: int | None,
         wrap: list[str] | None = None,
     ) -> None:
-        cmd_path = os.path.join(xfer, "cmd.fifo")
-        reply_path = os.path.join(xfer, "reply.fifo")
-        os.mkfifo(cmd_path, 0o600)
-        os.mkfifo(reply_path, 0o600)
-        self.cmd_w = os.open(cmd_path, os.O_RDWR | os.O_CLOEXEC)
-        self.reply_r = os.open(reply_path, os.O_RDWR | os.O_CLOEXEC)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        argv = [
-            *(wrap or []),
-            os.path.abspath(sys.executable),
-            "-m",
-            "kforge_harness.runner",
-            "--cmd-fifo",
-            cmd_path,
-            "--reply-fifo",
-            reply_path,
-            *argv_tail,
-        ]
-        jailed = bool(wrap)
+        proc, out_r, err_r = spawn_runner(argv_tail, env, xfer, mem_limit_mib, wrap)
+        self._attach(xfer, proc, out_r, err_r)
 
-        def limits() -> None:
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if mem_limit_mib and not jailed:
-                lim = mem_limit_mib << 20
-                resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
-            os.setsid()
-            if not jailed:  # the jail drops every capability of the command itself
-                drop_capabilities()
+    @classmethod
+    def adopt(cls, xfer: str, proc: Any, out_r: int, err_r: int) -> RunnerProcess:
+        """A runner started by someone else (a pool's, kforge_harness.pool): its FIFOs in
+        ``xfer``, ``proc`` something with Popen's pid, poll(), wait() and returncode, and the
+        read ends of its output pipes, which this object then owns."""
+        self = cls.__new__(cls)
+        self._attach(xfer, proc, out_r, err_r)
+        return self
 
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            env=env,
-            preexec_fn=limits,
-            close_fds=True,
-        )
-        for fd in (out_w, err_w):
-            os.close(fd)
+    def _attach(self, xfer: str, proc: Any, out_r: int, err_r: int) -> None:
+        self.cmd_w = os.open(os.path.join(xfer, "cmd.fifo"), os.O_RDWR | os.O_CLOEXEC)
+        self.reply_r = os.open(os.path.join(xfer, "reply.fifo"), os.O_RDWR | os.O_CLOEXEC)
+        self.proc = proc
         self.stdout = _Drain(out_r, OUTPUT_LIMIT)
         self.stderr = _Drain(err_r, OUTPUT_LIMIT)
         self.stdout.start()
         self.stderr.start()
         self.seq = 0
+        self.posted: list[tuple[int, str, float]] = []
 
     def _await_reply(self, timeout: float) -> None:
         """Waits until the reply FIFO is readable, or raises: ChannelTimeout, RunnerDied."""
@@ -165,12 +199,20 @@ class RunnerProcess:
             if self.proc.poll() is not None:
                 raise self._death("the runner exited")
 
-    def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _send(self, msg: dict[str, Any]) -> tuple[int, str]:
         self.seq += 1
         nonce = secrets.token_hex(16)
-        msg = dict(msg, seq=self.seq, nonce=nonce)
         try:
-            framing.send(self.cmd_w, msg)
+            framing.send(self.cmd_w, dict(msg, seq=self.seq, nonce=nonce))
+        except (BrokenPipeError, OSError) as e:
+            raise self._death(str(e)) from e
+        return self.seq, nonce
+
+    def _exchange(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self._reply(*self._send(msg), timeout)
+
+    def _reply(self, seq: int, nonce: str, timeout: float) -> dict[str, Any]:
+        try:
             self._await_reply(timeout)
             reply = framing.recv(self.reply_r, 30.0)
         except (framing.ChannelTimeout, framing.ChannelTampered, RunnerDied):
@@ -179,7 +221,7 @@ class RunnerProcess:
             raise self._death(str(e)) from e
         except framing.ChannelError as e:
             raise framing.ChannelTampered(f"malformed reply: {e}") from e
-        if reply.get("seq") != self.seq or reply.get("nonce") != nonce:
+        if reply.get("seq") != seq or reply.get("nonce") != nonce:
             raise framing.ChannelTampered("a reply out of sequence: the result channel was tampered with")
         return reply
 
@@ -187,11 +229,32 @@ class RunnerProcess:
         """Sends a command and waits for its reply, then makes one more round trip (a ping):
         a forged message written by the candidate shifts the real reply onto the ping, which
         then fails. Raises framing.ChannelTimeout, framing.ChannelTampered or RunnerDied."""
+        self.settle()
         reply = self._exchange(msg, timeout)
+        self._ping()
+        return reply
+
+    def _ping(self) -> None:
         pong = self._exchange({"cmd": "ping"}, 30.0)
         if pong.get("pong") is not True:
             raise framing.ChannelTampered("the ping after a reply was not answered in order")
-        return reply
+
+    def post(self, msg: dict[str, Any], timeout: float) -> None:
+        """Sends a command without waiting: its reply is awaited (within ``timeout`` of that
+        moment) by ``settle()``, which the next ``request`` calls first. A reply with an error
+        then raises RunnerDied."""
+        self.posted.append((*self._send(msg), timeout))
+
+    def settle(self) -> None:
+        """Awaits the replies of posted commands, in order, then pings (see ``request``)."""
+        if not self.posted:
+            return
+        posted, self.posted = self.posted, []
+        for seq, nonce, timeout in posted:
+            reply = self._reply(seq, nonce, timeout)
+            if "error" in reply:
+                raise RunnerDied(f"the runner refused a command: {str(reply['error'])[:500]}")
+        self._ping()
 
     def accept(self, listener: socket.socket, timeout: float) -> socket.socket:
         """The runner's connection to ``listener`` (the devshare socket). Raises ChannelTimeout

@@ -352,19 +352,72 @@ def _profiler() -> Any:
     return torch.autograd.profiler.profile(use_kineto=False)
 
 
-def warm_up(backend: str) -> None:
+def warm_up(backend: str, standby: bool = False) -> None:
     """Pays the one-time costs of the CUDA context, the profiler and the guard before the first
-    command, while the judge is busy; nothing of the candidate's has been imported yet."""
+    command, while the judge is busy; nothing of the candidate's has been imported yet. In
+    ``standby`` (a pool's runner) nothing runs on the GPU yet, which may be timing another
+    evaluation: ``warm_up_device`` follows the adoption."""
     if _CUDA_INIT is not None:
         _CUDA_INIT.join()
-    x = torch.zeros(16, device=backend)
+        torch.cuda.init()
+    x = torch.zeros(16)
     with _profiler() as prof:
         x.add_(1)
     list(prof.function_events)
     with guardmod.ComputeGuard():  # its first use imports torch._dynamo (two seconds)
         torch.empty_like(x)
+    if not standby:
+        warm_up_device(backend)
+
+
+def warm_up_device(backend: str) -> None:
+    """The first kernels on the device (PyTorch loads its modules lazily)."""
     if backend == "cuda":
+        x = torch.zeros(16, device=backend)
+        x.add_(1)
         torch.cuda.synchronize()
+
+
+def _connect(path: str | None) -> socket.socket | None:
+    """The device channel (cuda): the judge's Unix socket, or None when it cannot be reached."""
+    if not path:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _await_adoption(runner: Runner, cmd_fd: int, reply_fd: int) -> None:
+    """Standby: waits for the judge's ``adopt`` (where its candidate was copied), takes it, and
+    answers; anything else, or the channel's end, ends the runner."""
+    try:
+        msg = wire.recv(cmd_fd)
+    except wire.ChannelError:
+        _quit()
+    if msg.get("cmd") != "adopt":
+        _quit()
+    args = runner.args
+    reply: dict[str, Any] = {"ok": True}
+    try:
+        for name in ("candidate", "format", "lib", "ext_dir", "dev_sock"):
+            value = msg.get(name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"adopt: {name} is not a string")
+            setattr(args, name, value)
+        if args.candidate is None or args.format not in ("native", "kernelbench", "cuda-agent"):
+            raise ValueError("adopt: no candidate, or an unknown format")
+        sock = _connect(args.dev_sock) if args.backend == "cuda" else None
+        runner.transport = Transport(args.xfer, sock)
+        warm_up_device(args.backend)
+    except Exception as e:  # noqa: BLE001 - said to the judge, which ends the evaluation
+        reply = {"error": f"{type(e).__name__}: {e}"}
+    reply["seq"] = msg.get("seq")
+    reply["nonce"] = msg.get("nonce")
+    wire.send(reply_fd, reply)
 
 
 def _quit() -> None:
@@ -380,25 +433,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cmd-fifo", required=True)
     p.add_argument("--reply-fifo", required=True)
     p.add_argument("--xfer", required=True)
-    p.add_argument("--candidate", required=True)
-    p.add_argument("--format", required=True, choices=["native", "kernelbench", "cuda-agent"])
+    p.add_argument("--candidate", help="required unless --standby")
+    p.add_argument("--format", choices=["native", "kernelbench", "cuda-agent"])
     p.add_argument("--backend", required=True, choices=["cuda", "cpu"])
     p.add_argument("--lib")
     p.add_argument("--ext-dir")
     p.add_argument("--dev-sock", help="the judge's Unix socket for device arenas (cuda)")
+    p.add_argument("--standby", action="store_true", help="a pool's: the candidate comes in 'adopt'")
     args = p.parse_args(argv)
-    dev_sock = None
-    if args.dev_sock and args.backend == "cuda":
-        dev_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            dev_sock.connect(args.dev_sock)
-        except OSError:
-            dev_sock.close()
-            dev_sock = None
+    if not args.standby and (args.candidate is None or args.format is None):
+        p.error("--candidate and --format are required unless --standby")
+    dev_sock = _connect(args.dev_sock) if args.backend == "cuda" and not args.standby else None
     runner = Runner(args, dev_sock)
-    warm_up(args.backend)  # while the judge builds its reference: the context, the profiler
+    warm_up(args.backend, args.standby)  # while the judge builds its reference (or in standby)
     cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
     reply_fd = os.open(args.reply_fifo, os.O_WRONLY | os.O_CLOEXEC)
+    if args.standby:
+        _await_adoption(runner, cmd_fd, reply_fd)
     handlers = {
         "init": runner.init,
         "run": runner.run,
