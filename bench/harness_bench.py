@@ -3,7 +3,9 @@
 1. Build latency: one-kernel candidate through the native path (nvcc/g++ -shared) against the
    same kernel through torch.utils.cpp_extension.load_inline, both from cold caches.
 2. Full ``evaluate`` of each example that has hand-written candidates, with baselines cached:
-   median wall time of 3 runs, and the phases of the last (seconds from the judge's start).
+   median wall time of 3 runs, and the phases of the last (seconds from the judge's start);
+   section ``evaluate`` with a runner started by each evaluation, ``pooled`` with runners taken
+   warm from a runner pool (``python -m kforge_harness pool``, as the worker runs them).
 3. Timing stability: one example candidate timed five times in one process: max/min of medians.
 """
 
@@ -120,6 +122,22 @@ def run_eval(task: Path, cand: Path, backend: str, extra: list[str]) -> tuple[fl
     return wall, json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def eval_walls_pooled(backend: str, names: list[str], extra: list[str]) -> list[dict]:
+    """``eval_walls`` with a runner pool of one, started here and stopped after."""
+    with tempfile.TemporaryDirectory() as d:
+        sock = os.path.join(d, "pool.sock")
+        env = dict(os.environ, PYTHONPATH=str(HARNESS))
+        argv = [sys.executable, "-m", "kforge_harness", "pool", "--sock", sock, "--backend", backend]
+        pool = subprocess.Popen(argv, cwd=str(HARNESS), env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            assert pool.stdout is not None
+            pool.stdout.readline()  # listening
+            return eval_walls(backend, names, extra + ["--pool", sock])
+        finally:
+            pool.terminate()
+            pool.wait()
+
+
 def eval_walls(backend: str, names: list[str], extra: list[str]) -> list[dict]:
     """One row per task, printed as it completes (a run cut off still reports its rows)."""
     rows = []
@@ -142,13 +160,14 @@ def eval_walls(backend: str, names: list[str], extra: list[str]) -> list[dict]:
                 "speedup_vs_compile": v.get("speedup_vs_compile"),
                 "candidate_ms": ((v.get("timing") or {}).get("candidate") or {}).get("median_ms"),
                 "phases": v.get("phases"),
+                "runner_start": [w.get("runner_start") for w in verdicts],
             }
         )
         r = rows[-1]
         se, sc = r["speedup_vs_eager"], r["speedup_vs_compile"]
         print(
             f"{r['task']:<18} {r['status']:<10} {r['median_wall_s']:>7.2f} {r['candidate_ms'] or 0:>10.3f} "
-            f"{se or 0:>8.2f}x {sc or 0:>9.2f}x  {json.dumps(r['phases'])}",
+            f"{se or 0:>8.2f}x {sc or 0:>9.2f}x  {r['runner_start'][-1]} {json.dumps(r['phases'])}",
             flush=True,
         )
     return rows
@@ -192,7 +211,9 @@ def main() -> int:
         help="evaluate without the torch.compile baseline (quicker to fill the caches; the wall time "
         "with cached baselines is the same)",
     )
-    ap.add_argument("--only", default="build,stability,evaluate", help="comma-separated sections to run")
+    ap.add_argument(
+        "--only", default="build,stability,evaluate,pooled", help="comma-separated sections to run"
+    )
     args = ap.parse_args()
     only = set(args.only.split(","))
     import torch
@@ -224,6 +245,11 @@ def main() -> int:
         )
     if "evaluate" in only:
         out["evaluate"] = eval_walls(backend, names, ["--no-compile"] if args.no_compile else [])
+    if "pooled" in only:
+        print("-- evaluate, runners taken from a runner pool", flush=True)
+        out["evaluate_pooled"] = eval_walls_pooled(
+            backend, names, ["--no-compile"] if args.no_compile else []
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 from kforge_harness import launch as launchmod
 from kforge_harness.poolclient import MAX_LINE
-from kforge_harness.proc import prctl, spawn_runner
+from kforge_harness.proc import PR_SET_PDEATHSIG, prctl, spawn_runner
 
-_PR_SET_PDEATHSIG = 1
 # A runner that dies in standby is replaced after this pause, doubled per death in a row.
 RESPAWN_PAUSE_S = 2.0
 
@@ -168,7 +167,7 @@ class Pool:
 
     def serve(self) -> None:
         parent = os.getppid()
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         if os.path.exists(self.sock_path):

@@ -54,6 +54,7 @@ class _Drain(threading.Thread):
         return body.decode(errors="replace")
 
 
+PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -118,6 +119,9 @@ def spawn_runner(
     jailed = bool(wrap)
 
     def limits() -> None:
+        # it dies with the thread that started it (a judge, a pool) even when that is SIGKILLed;
+        # inside the jail, kforge-jail's child dies with kforge-jail in turn
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if mem_limit_mib and not jailed:
             lim = mem_limit_mib << 20
