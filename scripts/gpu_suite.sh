@@ -44,4 +44,4 @@ for line in open(sys.argv[1]):
     elif 'examples/tasks/' in ' '.join(v['args']) and v.get('ms', {}).get('candidate'):
         print('timing', [a.split('/')[-1] for a in v['args'] if 'tasks/' in a][0], v['ms'], v.get('wall_s'), 'jail' if '--jail' in v['args'] else '')
 " "$KFORGE_TEST_VERDICTS" 2>/dev/null | tail -n 30
-cat "$OUT/bench.log" 2>/dev/null
+if [ -f "$OUT/bench.log" ]; then cat "$OUT/bench.log"; fi
