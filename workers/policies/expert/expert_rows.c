@@ -392,7 +392,7 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
     /* statistics with the pass that reads them (expert_plan_fuse.c): expert_norm_fused.c */
     bool fused = st->ew_body != NULL && (st->kind == KFX_MOMENTS || st->kind == KFX_REDUCE);
-    load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS || fused);
+    load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS || fused || reg);
     kf_buf_printf(&b, "%s", ACC_MACROS);
     if (st->kind == KFX_MOMENTS || fused)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
