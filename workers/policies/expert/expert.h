@@ -60,8 +60,6 @@ struct kfw_row4 {
     const char *elem;         /* the element function: "kf_elem", "ew::kf_elem" */
     const char *in;           /* the host's name of input k's pointer is <in>k: "in", "e" */
     int pad;                  /* the row's statements' indent; the loop body's: 4 more */
-    const char *reg;          /* NULL, or a float4 held in registers that tensor input k reads
-                               * instead of loading where its flag oK is set, e.g. "xr[kk]" */
 };
 
 /* `const float bK = sK3 ? 0.0f : pK[0];` (at pad), into b. */

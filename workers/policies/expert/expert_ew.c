@@ -166,12 +166,7 @@ void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k) {
 void kfw_row4_body(struct kf_buf *b, const struct kfw_row4 *r, const char *out4) {
     const int pad = r->pad + 4;
     for (int k = 0; k < r->n; k++)
-        if ((r->value == NULL || r->value[k] == NULL) && r->reg != NULL)
-            kf_buf_printf(b,
-                          "%*sconst float4 a%d = o%d ? %s : s%d3 ? reinterpret_cast<const float4 "
-                          "*>(p%d)[c] : make_float4(b%d, b%d, b%d, b%d);\n",
-                          pad, "", k, k, r->reg, k, k, k, k, k, k);
-        else if (r->value == NULL || r->value[k] == NULL)
+        if (r->value == NULL || r->value[k] == NULL)
             kf_buf_printf(b,
                           "%*sconst float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
                           ": make_float4(b%d, b%d, b%d, b%d);\n",

@@ -41,49 +41,16 @@ static const char STATS[] =
     "__global__ void __launch_bounds__(@T@) norm_rows(@IN@float *__restrict__ mean,\n"
     "        float *__restrict__ rstd, int64_t G, int64_t B, float eps, ";
 
-/* the kernel's head, to the statistics' loads */
-static const char GROUP[] = ") {\n"
-                            "    __shared__ double2 part[32];\n"
-                            "    __shared__ float stat[2];\n"
-                            "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-                            "    const int64_t per = B / d3;\n"
-                            "    const int len = (int)d3;\n";
-
-/* a row of at most RV float4 per thread, its one input aligned: read once into registers
- * (xr), its statistics summed in float per thread, and the pass reads xr instead of loading
- * again wherever an input of the pass is that row (oK) */
-static const char REG_LOADS[] =
-    "    const bool reg = per == 1 && v4 && KF_ALIGNED && B % 4 == 0 && B / 4 <= "
-    "(int64_t)blockDim.x * "
-    "RV;\n"
+static const char GROUP[] =
+    ") {\n"
+    "    __shared__ double2 part[32];\n"
+    "    __shared__ float stat[2];\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    const int64_t per = B / d3;\n"
+    "    const int len = (int)d3;\n"
     "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
     "        double2 s = make_double2(0.0, 0.0);\n"
-    "        float4 xr[RV];\n"
-    "        if (reg) {\n"
-    "            float sx = 0.0f, sy = 0.0f;\n"
-    "#pragma unroll\n"
-    "            for (int kk = 0; kk < RV; ++kk) {\n"
-    "                const int64_t c = threadIdx.x + (int64_t)kk * blockDim.x;\n"
-    "                if (c < B / 4) {\n"
-    "                    xr[kk] = reinterpret_cast<const float4 *>(in0)[g * (B / 4) + c];\n"
-    "                    float4 u;\n"
-    "                    u.x = kf_elem(xr[kk].x);\n"
-    "                    u.y = kf_elem(xr[kk].y);\n"
-    "                    u.z = kf_elem(xr[kk].z);\n"
-    "                    u.w = kf_elem(xr[kk].w);\n"
-    "                    sx += KF_SUM4(u);\n"
-    "                    sy += KF_SQ4(u);\n"
-    "                }\n"
-    "            }\n"
-    "            s = make_double2(sx, sy);\n"
-    "        } else if (KF_ALIGNED && B % 4 == 0)\n";
-
-static const char LOADS[] = "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
-                            "        double2 s = make_double2(0.0, 0.0);\n"
-                            "        if (KF_ALIGNED && B % 4 == 0)\n";
-
-/* the block's sums to the group's statistics (in shared memory, and mean[g], rstd[g]) */
-static const char STATS_OF_SUMS[] =
+    "        if (KF_ALIGNED && B % 4 == 0)\n"
     "            KF_MOMENTS_ADD4(s, g * B, B)\n"
     "        else\n"
     "            KF_MOMENTS_ADD(s, g * B, B)\n"
@@ -114,43 +81,9 @@ static const char STATS_OF_SUMS[] =
     "        __syncthreads();\n"
     "        const float mu = stat[0], rs = stat[1];\n"
     "        (void)mu;\n"
-    "        (void)rs;\n";
-
-/* the row's broadcast pointers pK of the pass's tensor inputs, at indent pad */
-static void row_pointers(struct kf_buf *b, const struct kfx_step *st, const char **value, int pad) {
-    kf_buf_printf(b, "%*sconst int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n", pad,
-                  "");
-    for (int k = 0; k < st->ew_leaves; k++)
-        if (value[k] == NULL)
-            kf_buf_printf(b,
-                          "%*sconst float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
-                          "+ i2 * s%d2;\n",
-                          pad, "", k, k, k, k, k);
-}
-
-/* the pass over a row held in registers (REG_LOADS), then `else` for the general pass */
-static void reg_pass(struct kf_buf *b, const struct kfx_step *st, const char **value) {
-    struct kfw_row4 r = pass_row4(st, value);
-    r.reg = "xr[kk]";
-    kf_buf_printf(b, "        if (reg) {\n            const int64_t r = g;\n");
-    row_pointers(b, st, value, 12);
-    for (int k = 0; k < st->ew_leaves; k++)
-        if (value[k] == NULL)
-            kf_buf_printf(b, "            const bool o%d = p%d == in0 + g * B && s%d3 == 1;\n", k,
-                          k, k);
-    r.pad = 12;
-    for (int k = 0; k < st->ew_leaves; k++)
-        kfw_row4_base(b, &r, k);
-    kf_buf_printf(
-        b, "            float4 *__restrict__ orow4 = reinterpret_cast<float4 *>(out + r * d3);\n"
-           "#pragma unroll\n"
-           "            for (int kk = 0; kk < RV; ++kk) {\n"
-           "                const int64_t c = threadIdx.x + (int64_t)kk * blockDim.x;\n"
-           "                if (c >= len / 4)\n"
-           "                    continue;\n");
-    kfw_row4_body(b, &r, "orow4");
-    kf_buf_printf(b, "            }\n        } else\n");
-}
+    "        (void)rs;\n"
+    "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n"
+    "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
 char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     const char *value[KFX_MAX_LEAVES];
@@ -160,17 +93,15 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
     kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
     /* 0: a norm's mean and 1/std; 1: a mean; 2: a sum (the reduction's one value, as mean) */
     int mode = st->kind == KFX_MOMENTS ? 0 : strcmp(st->op, "sum") == 0 ? 2 : 1;
-    kf_buf_printf(&b,
-                  "} // namespace ew\n\nconstexpr int STAT_MODE = %d;\nconstexpr int RV = 8;\n\n%s",
-                  mode, STATS);
+    kf_buf_printf(&b, "} // namespace ew\n\nconstexpr int STAT_MODE = %d;\n\n%s", mode, STATS);
     pass_list(&b, st, true);
-    /* the row in registers where the statistics read one input (their element function of it) */
-    bool reg = st->n_leaves == 1;
-    kf_buf_printf(&b, ", bool v4%s%s%s", GROUP, reg ? REG_LOADS : LOADS, STATS_OF_SUMS);
-    if (reg)
-        reg_pass(&b, st, value);
-    kf_buf_printf(&b, "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n");
-    row_pointers(&b, st, value, 12);
+    kf_buf_printf(&b, ", bool v4%s", GROUP);
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (value[k] == NULL)
+            kf_buf_printf(&b,
+                          "            const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
+                          "+ i2 * s%d2;\n",
+                          k, k, k, k, k);
     kf_buf_printf(&b, "            float *__restrict__ o = out + r * d3;\n            if (v4) {\n");
     for (int k = 0; k < st->ew_leaves; k++)
         kfw_row4_base(&b, &r, k);
