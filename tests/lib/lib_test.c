@@ -68,6 +68,7 @@ static void test_config_defaults(struct t *t) {
     CHECK(t, strcmp(c.gpu_class, "cuda") == 0 && strcmp(c.worker_name, "") == 0, "%s", c.gpu_class);
     CHECK(t, c.lease_s == 60 && c.heartbeat_s == 5 && c.max_attempts == 3, "%ld", c.lease_s);
     CHECK(t, c.reconcile_s == 10 && c.job_timeout_s == 1800, "%ld", c.reconcile_s);
+    CHECK(t, c.pool_runners == 1, "%ld", c.pool_runners);
     CHECK(t, strcmp(c.python, ".venv/bin/python") == 0, "%s", c.python);
     CHECK(t, strcmp(c.harness_dir, "workers/harness") == 0, "%s", c.harness_dir);
     CHECK(t, strcmp(c.jail, "build/kforge-jail") == 0 && strcmp(c.var_dir, "var") == 0, "%s",
@@ -82,7 +83,7 @@ static void test_config_defaults(struct t *t) {
 static void test_config_table(struct t *t) {
     size_t n = 0;
     const struct kf_cfg_def *d = kf_config_table(&n);
-    CHECK(t, n == 32, "%zu settings", n);
+    CHECK(t, n == 33, "%zu settings", n);
     size_t covered = 0;
     for (size_t i = 0; i < n; i++) {
         CHECK(t, d[i].env != NULL && strncmp(d[i].env, "KFORGE_", 7) == 0, "%s", d[i].name);

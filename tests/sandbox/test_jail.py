@@ -159,6 +159,7 @@ def test_record_mode_writes_down_what_the_list_lacks(ws: Path, tmp_path: Path) -
     assert "read" not in names and "write" not in names  # allowed ones are not reported
 
 
+@pytest.mark.usefixtures("bombs_alone")  # its fork bomb must not meet another test's bomb count
 def test_host_uid_runs_the_command_as_another_host_user(ws: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("--host-uid needs root")
