@@ -124,6 +124,33 @@ static void start_kill(struct child *c, const char *why) {
     c->kill_at = kf_now_ms() + KILL_GRACE_MS;
 }
 
+void kfw_python_child(const struct kfw *w, int out_fd, int err_fd) {
+    setpgid(0, 0);
+    signal(SIGINT, SIG_DFL); /* an ignored SIGINT (a background shell's) would be inherited */
+    signal(SIGTERM, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0)
+        dup2(devnull, 0);
+    if (out_fd >= 0)
+        dup2(out_fd, 1);
+    if (err_fd >= 0)
+        dup2(err_fd, 2);
+    setenv("PYTHONPATH", w->cfg.harness_dir, 1);
+    setenv("PYTHONUNBUFFERED", "1", 1);
+    if (w->pool_sock[0]) /* evaluate takes a warm runner there (runner_pool.c) */
+        setenv("KFORGE_RUNNER_POOL", w->pool_sock, 1);
+    /* from a bundle (scripts/bundle.sh), the loader path names the bundle's Debian 12
+     * libraries, which the host's Python and PyTorch must not load: give back the host's */
+    const char *host_ld = getenv("KFORGE_HOST_LD_LIBRARY_PATH");
+    if (host_ld != NULL && host_ld[0] != '\0')
+        setenv("LD_LIBRARY_PATH", host_ld, 1);
+    else if (host_ld != NULL)
+        unsetenv("LD_LIBRARY_PATH");
+}
+
 /* Starts the harness; -1 with a reason when it could not be executed. */
 static int spawn(struct child *c, char *const argv[], const char *cwd, char *err, size_t n) {
     int po[2], pe[2], px[2];
@@ -137,29 +164,8 @@ static int spawn(struct child *c, char *const argv[], const char *cwd, char *err
     if (pid < 0)
         goto fail3;
     if (pid == 0) {
-        /* the child: own process group, signals unblocked, pipes on 1 and 2, stdin empty */
-        setpgid(0, 0);
-        signal(SIGINT, SIG_DFL); /* an ignored SIGINT (a background shell's) would be inherited */
-        signal(SIGTERM, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        setenv("PYTHONPATH", c->w->cfg.harness_dir, 1);
-        setenv("PYTHONUNBUFFERED", "1", 1);
-        if (c->w->pool_sock[0]) /* evaluate takes a warm runner there (runner_pool.c) */
-            setenv("KFORGE_RUNNER_POOL", c->w->pool_sock, 1);
-        /* from a bundle (scripts/bundle.sh), the loader path names the bundle's Debian 12
-         * libraries, which the host's Python and PyTorch must not load: give back the host's */
-        const char *host_ld = getenv("KFORGE_HOST_LD_LIBRARY_PATH");
-        if (host_ld != NULL && host_ld[0] != '\0')
-            setenv("LD_LIBRARY_PATH", host_ld, 1);
-        else if (host_ld != NULL)
-            unsetenv("LD_LIBRARY_PATH");
+        /* the child: pipes on 1 and 2 */
+        kfw_python_child(c->w, po[1], pe[1]);
         if (chdir(cwd) == 0)
             execvp(argv[0], argv);
         int e = errno;

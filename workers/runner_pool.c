@@ -23,27 +23,8 @@
 #define POOL_STOP_MS 10000
 
 static void pool_child(struct kfw *w, const char *log_path) {
-    setpgid(0, 0);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    int devnull = open("/dev/null", O_RDONLY);
     int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (devnull >= 0)
-        dup2(devnull, 0);
-    if (log >= 0) {
-        dup2(log, 1);
-        dup2(log, 2);
-    }
-    setenv("PYTHONPATH", w->cfg.harness_dir, 1);
-    setenv("PYTHONUNBUFFERED", "1", 1);
-    const char *host_ld = getenv("KFORGE_HOST_LD_LIBRARY_PATH"); /* as job_run.c's children */
-    if (host_ld != NULL && host_ld[0] != '\0')
-        setenv("LD_LIBRARY_PATH", host_ld, 1);
-    else if (host_ld != NULL)
-        unsetenv("LD_LIBRARY_PATH");
+    kfw_python_child(w, log, log);
     char size[16], gpu[16];
     snprintf(size, sizeof(size), "%ld", w->cfg.pool_runners);
     snprintf(gpu, sizeof(gpu), "%ld", w->gpu);

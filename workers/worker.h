@@ -109,6 +109,12 @@ void kfw_job_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run);
 void kfw_harness_exec(struct kfw *w, const struct kfw_job *job, const char *const *argv,
                       const char *cwd, int64_t timeout_ms, struct kfw_run *run);
 
+/* job_run.c: in a forked child about to exec the harness's Python (a job's harness, the runner
+ * pool): its own process group, default and unblocked signals, stdin from /dev/null, stdout and
+ * stderr onto out_fd and err_fd (unchanged where < 0), PYTHONPATH, PYTHONUNBUFFERED,
+ * KFORGE_RUNNER_POOL, and the host's loader path back from a bundle's. */
+void kfw_python_child(const struct kfw *w, int out_fd, int err_fd);
+
 /* episode_run.c: the agent episode of an optimize job (episode.h). */
 void kfw_episode_run(struct kfw *w, const struct kfw_job *job, struct kfw_run *run);
 

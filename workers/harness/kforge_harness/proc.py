@@ -188,7 +188,7 @@ class RunnerProcess:
         self.stdout.start()
         self.stderr.start()
         self.seq = 0
-        self.posted: list[tuple[int, str, float]] = []
+        self.posted: tuple[int, str, float] | None = None
 
     def _await_reply(self, timeout: float) -> None:
         """Waits until the reply FIFO is readable, or raises: ChannelTimeout, RunnerDied."""
@@ -244,20 +244,19 @@ class RunnerProcess:
             raise framing.ChannelTampered("the ping after a reply was not answered in order")
 
     def post(self, msg: dict[str, Any], timeout: float) -> None:
-        """Sends a command without waiting: its reply is awaited (within ``timeout`` of that
-        moment) by ``settle()``, which the next ``request`` calls first. A reply with an error
-        then raises RunnerDied."""
-        self.posted.append((*self._send(msg), timeout))
+        """Sends a command without waiting (one at a time): its reply is awaited, within
+        ``timeout``, by the next ``request``, and a reply with an error raises RunnerDied there."""
+        assert self.posted is None, "one posted command at a time"
+        self.posted = (*self._send(msg), timeout)
 
     def settle(self) -> None:
-        """Awaits the replies of posted commands, in order, then pings (see ``request``)."""
-        if not self.posted:
+        """Awaits the posted command's reply, then pings (see ``request``)."""
+        if self.posted is None:
             return
-        posted, self.posted = self.posted, []
-        for seq, nonce, timeout in posted:
-            reply = self._reply(seq, nonce, timeout)
-            if "error" in reply:
-                raise RunnerDied(f"the runner refused a command: {str(reply['error'])[:500]}")
+        posted, self.posted = self.posted, None
+        reply = self._reply(*posted)
+        if "error" in reply:
+            raise RunnerDied(f"the runner refused a command: {str(reply['error'])[:500]}")
         self._ping()
 
     def accept(self, listener: socket.socket, timeout: float) -> socket.socket:
