@@ -4,7 +4,9 @@ judged by the harness's full `evaluate`, without the service).
 
     python bench/expert_table.py VERDICTS.jsonl [--backend cuda|cpu]
 
-Each line is {"task", "kernels", "verdict", "graph"}. The hardware's limits (copy bandwidth, fp32
+Each line is {"task", "variant", "kernels", "verdict", "graph"}. Where a task was judged in
+several variants, its row is the fastest correct one (the one the expert's tuning keeps), and its
+status names the variant. The hardware's limits (copy bandwidth, fp32
 mm peak) are measured now, on this machine, as expert_bench.py measures them; the work of a task
 (bytes or FLOPs) comes from its graph. Prints the markdown of expert_bench.markdown.
 """
@@ -30,9 +32,10 @@ def row_of(rec: dict[str, Any]) -> dict[str, Any]:
         return (t.get(k) or {}).get("median_ms")
 
     ok = v.get("status") == "ok" and bool(v.get("correct"))
+    variant = f", variant {rec['variant']}" if "variant" in rec else ""
     return {
         "task": rec["task"],
-        "status": f"{v.get('status')} ({'+'.join(rec.get('kernels') or [])})",
+        "status": f"{v.get('status')} ({'+'.join(rec.get('kernels') or [])}{variant})",
         "solved": ok,
         "reward": v.get("reward"),
         "speedup_vs_eager": v.get("speedup_vs_eager"),
@@ -43,13 +46,29 @@ def row_of(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def best_of(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per task: its fastest correct variant, else its first record; by task."""
+
+    def key(rec: dict[str, Any]) -> tuple[int, float]:
+        row = row_of(rec)
+        ms = row["candidate_ms"]
+        return (0 if row["solved"] and ms is not None else 1, ms if ms is not None else 0.0)
+
+    best: dict[str, dict[str, Any]] = {}
+    for rec in recs:
+        have = best.get(rec["task"])
+        if have is None or key(rec) < key(have):
+            best[rec["task"]] = rec
+    return [best[t] for t in sorted(best)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("verdicts")
     ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
     args = ap.parse_args(argv)
     recs = [json.loads(line) for line in Path(args.verdicts).read_text().splitlines() if line.strip()]
-    recs.sort(key=lambda r: r["task"])
+    recs = best_of(recs)
     peaks = eb.measure_peaks(args.backend)
     rows = [
         eb.bench_row(row_of(r), eb.task_work(r.get("graph") or {"error": "no graph"}), peaks) for r in recs

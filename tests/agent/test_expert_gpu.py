@@ -1,9 +1,11 @@
 """The expert's cuda plans on a GPU (make test-gpu): for every task of examples/tasks, the
-candidate the expert writes (build/agent-probes/expert_probe, variant 0) is judged by the
-harness's full `evaluate` on the cuda backend, torch.compile baseline included: it must be
-correct, with no flag. KFORGE_EXPERT_VERDICTS=FILE appends each verdict (with its task) to FILE,
-for the table of scripts/gpu_expert.sh and bench/README.md. KFORGE_PROBE_LIBS: a folder of
-shared libraries the probe needs on a host without them (the bundle's kforge/lib)."""
+candidate the expert writes (build/agent-probes/expert_probe, every kernel in variant 0) is
+judged by the harness's full `evaluate` on the cuda backend, torch.compile baseline included: it
+must be correct, with no flag. KFORGE_EXPERT_VARIANTS="0 1 2" judges each task in each of those
+variants (a kernel with fewer gets its last), as the expert's tuning tries them.
+KFORGE_EXPERT_VERDICTS=FILE appends each verdict (with its task and variant) to FILE, for the
+table of scripts/gpu_expert.sh and bench/README.md. KFORGE_PROBE_LIBS: a folder of shared
+libraries the probe needs on a host without them (the bundle's kforge/lib)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
 HARNESS = ROOT / "workers" / "harness"
 TASKS = sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
+VARIANTS = [int(v) for v in os.environ.get("KFORGE_EXPERT_VARIANTS", "0").split()]
 
 
 def harness(*args: str, timeout: float) -> dict:
@@ -34,8 +37,9 @@ def harness(*args: str, timeout: float) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", TASKS)
-def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
+def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str, variant: int) -> None:
     task = ROOT / "examples" / "tasks" / f"{name}.py"
     graph = tmp_path / "graph.json"
     info = harness("inspect", "--task", str(task), "--backend", "cuda", timeout=300)
@@ -44,7 +48,9 @@ def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
     if os.environ.get("KFORGE_PROBE_LIBS"):
         env["LD_LIBRARY_PATH"] = os.environ["KFORGE_PROBE_LIBS"]
     cand = tmp_path / "cand"
-    p = subprocess.run([str(PROBE), "cuda", str(graph), str(cand)], capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [str(PROBE), "cuda", str(graph), str(cand), str(variant)], capture_output=True, text=True, env=env
+    )
     assert p.returncode == 0, p.stderr
     plan = json.loads(p.stdout)
     assert plan["ok"], plan["detail"]
@@ -54,6 +60,7 @@ def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
     if os.environ.get("KFORGE_EXPERT_VERDICTS"):
         with open(os.environ["KFORGE_EXPERT_VERDICTS"], "a", encoding="utf-8") as f:
             kinds = [s["kind"] for s in plan["steps"]]
-            f.write(json.dumps({"task": name, "kernels": kinds, "verdict": v, "graph": info}) + "\n")
+            rec = {"task": name, "variant": variant, "kernels": kinds, "verdict": v, "graph": info}
+            f.write(json.dumps(rec) + "\n")
     assert v["status"] == "ok" and v["correct"], (v["status"], v.get("message"), v.get("checks"))
     assert v["flags"] == [] and v["reward"] >= 1, v

@@ -158,15 +158,20 @@ void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
 }
 
 /* One input's value where it broadcasts along the row (nothing for an input given as a value). */
+/* Input k is read by the row pass from its pointer pK (not a value, not held by the caller). */
+static bool row4_reads(const struct kfw_row4 *r, int k) {
+    return (r->value == NULL || r->value[k] == NULL) && r->held != k + 1;
+}
+
 void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k) {
-    if (r->value == NULL || r->value[k] == NULL)
+    if (row4_reads(r, k))
         kf_buf_printf(b, "%*sconst float b%d = s%d3 ? 0.0f : p%d[0];\n", r->pad, "", k, k, k);
 }
 
 void kfw_row4_body(struct kf_buf *b, const struct kfw_row4 *r, const char *out4) {
     const int pad = r->pad + 4;
     for (int k = 0; k < r->n; k++)
-        if (r->value == NULL || r->value[k] == NULL)
+        if (row4_reads(r, k))
             kf_buf_printf(b,
                           "%*sconst float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
                           ": make_float4(b%d, b%d, b%d, b%d);\n",

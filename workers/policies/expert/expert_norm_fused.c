@@ -85,15 +85,151 @@ static const char GROUP[] =
     "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n"
     "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
-char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
+/* The kernel for a group that is one row of B = 4 * B4 elements, at most K * blockDim.x float4:
+ * the block loads the row once into registers (xr, four elements per float4; the raw input
+ * when the pass reads it too, HELD, else the statistics' prologue of it), sums it, takes a
+ * layer norm's variance as the mean of squared deviations from those registers (two passes
+ * over registers, none over memory), and writes the pass from them: the row is read from
+ * memory once, and a held input is not read again at all. Sums are float: a row is at most
+ * 32768 elements, summed in a tree of 16-element runs. */
+static const char REG_HEAD[] =
+    "__device__ __forceinline__ float block_sum(float v, float *part) {\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    for (int off = 16; off > 0; off >>= 1)\n"
+    "        v += __shfl_xor_sync(0xffffffffu, v, off);\n"
+    "    __syncthreads();\n"
+    "    if (lane == 0)\n"
+    "        part[warp] = v;\n"
+    "    __syncthreads();\n"
+    "    v = lane < (int)((blockDim.x + 31) >> 5) ? part[lane] : 0.0f;\n"
+    "    for (int off = 16; off > 0; off >>= 1)\n"
+    "        v += __shfl_xor_sync(0xffffffffu, v, off);\n"
+    "    return v;\n"
+    "}\n\n"
+    "template <int K>\n"
+    "__global__ void __launch_bounds__(1024) norm_reg(@IN@float *__restrict__ mean,\n"
+    "        float *__restrict__ rstd, int64_t G, int64_t B, float eps, ";
+
+static const char REG_STATS[] =
+    ") {\n"
+    "    __shared__ float part[32];\n"
+    "    const int64_t B4 = B / 4;\n"
+    "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
+    "        float4 xr[K];\n"
+    "        float s = 0.0f;\n"
+    "#pragma unroll\n"
+    "        for (int k = 0; k < K; ++k) {\n"
+    "            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;\n"
+    "            xr[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
+    "            if (c < B4) {\n"
+    "                xr[k] = HELD ? reinterpret_cast<const float4 *>(in0)[g * B4 + c]\n"
+    "                             : KF_LOAD4(g * B4 + c);\n"
+    "                const float4 u = kf_pro4(xr[k]);\n"
+    "                s += KF_SUM4(u);\n"
+    "            }\n"
+    "        }\n"
+    "        s = block_sum(s, part);\n"
+    "        const float mu = STAT_MODE == 2 ? s : B > 0 ? s / (float)B : 0.0f;\n"
+    "        float rs = 0.0f;\n"
+    "        if (STAT_MODE == 0) {\n"
+    "            float q = 0.0f;\n"
+    "#pragma unroll\n"
+    "            for (int k = 0; k < K; ++k)\n"
+    "                if (threadIdx.x + (int64_t)k * blockDim.x < B4) {\n"
+    "                    const float4 u = kf_pro4(xr[k]);\n"
+    "                    const float4 d = make_float4(u.x - mu, u.y - mu, u.z - mu, u.w - mu);\n"
+    "                    q += KF_SQ4(d);\n"
+    "                }\n"
+    "            q = block_sum(q, part);\n"
+    "            rs = 1.0f / sqrtf((B > 0 ? q / (float)B : 0.0f) + eps);\n"
+    "        }\n"
+    "        if (threadIdx.x == 0) {\n"
+    "            mean[g] = mu;\n"
+    "            if (STAT_MODE == 0)\n"
+    "                rstd[g] = rs;\n"
+    "        }\n"
+    "        const int64_t r = g, i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
+
+/* The register kernel (REG_HEAD, REG_STATS, then the pass over the held row) into b. */
+static void reg_kernel(struct kf_buf *b, const struct kfx_step *st, const struct kfw_row4 *r) {
+    /* kf_pro4: the statistics' prologue of a held raw float4, or nothing to do */
+    kf_buf_printf(
+        b,
+        "constexpr bool HELD = %s;\n\n__device__ __forceinline__ float4 kf_pro4(float4 "
+        "u) {\n    return %s;\n}\n\n%s",
+        st->ew_held ? "true" : "false",
+        st->ew_held ? "make_float4(kf_elem(u.x), kf_elem(u.y), kf_elem(u.z), kf_elem(u.w))" : "u",
+        REG_HEAD);
+    pass_list(b, st, true);
+    kf_buf_printf(b, "%s", REG_STATS);
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (r->value[k] == NULL && r->held != k + 1)
+            kf_buf_printf(b,
+                          "        const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
+                          "+ i2 * s%d2;\n",
+                          k, k, k, k, k);
+    for (int k = 0; k < st->ew_leaves; k++)
+        kfw_row4_base(b, r, k);
+    kf_buf_printf(b, "#pragma unroll\n        for (int k = 0; k < K; ++k) {\n"
+                     "            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;\n"
+                     "            if (c >= B4)\n                continue;\n");
+    if (st->ew_held)
+        kf_buf_printf(b, "            const float4 a%d = xr[k];\n", st->ew_held - 1);
+    kfw_row4_body(b, r, "reinterpret_cast<float4 *>(out + g * B)");
+    kf_buf_printf(b, "        }\n    }\n}\n\n");
+}
+
+/* The launcher's branch to the register kernel: about REG_PER float4 per thread, more where
+ * the row needs more than 1024 threads, fewer where it would get under 64. */
+static const char REG_LAUNCH[] =
+    "    if (REG_PER > 0 && v4 && KF_ALIGNED && d3 == B && B % 4 == 0 && B / 4 <= 8 * 1024) {\n"
+    "        const int64_t B4 = B / 4;\n"
+    "        int k = REG_PER;\n"
+    "        while (k < 8 && (B4 + k - 1) / k > 1024)\n"
+    "            k *= 2;\n"
+    "        while (k > 1 && (B4 + k - 1) / k < 64)\n"
+    "            k /= 2;\n"
+    "        const unsigned t = (unsigned)(((B4 + k - 1) / k + 31) / 32 * 32);\n"
+    "        if (k == 1)\n"
+    "            norm_reg<1><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "        else if (k == 2)\n"
+    "            norm_reg<2><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "        else if (k == 4)\n"
+    "            norm_reg<4><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "        else\n"
+    "            norm_reg<8><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "        return (int)cudaGetLastError();\n"
+    "    }\n";
+
+/* REG_LAUNCH with the pass's argument list in place of @PASS@, into b. */
+static void reg_launch(struct kf_buf *b, const struct kfx_step *st) {
+    for (const char *q = REG_LAUNCH; *q;) {
+        if (strncmp(q, "@PASS@", 6) == 0) {
+            pass_list(b, st, false);
+            q += 6;
+        } else {
+            kf_buf_append(b, q, 1);
+            q++;
+        }
+    }
+}
+
+char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg) {
     const char *value[KFX_MAX_LEAVES];
     const struct kfw_row4 r = pass_row4(st, value);
+    struct kfw_row4 held = r;
+    held.held = st->ew_held;
+    held.pad = 8;
     struct kf_buf b = {0};
     kf_buf_printf(&b, "namespace ew {\n");
     kfw_ew_elem(&b, st->ew_body, st->ew_leaves, "__device__ __forceinline__");
     /* 0: a norm's mean and 1/std; 1: a mean; 2: a sum (the reduction's one value, as mean) */
     int mode = st->kind == KFX_MOMENTS ? 0 : strcmp(st->op, "sum") == 0 ? 2 : 1;
-    kf_buf_printf(&b, "} // namespace ew\n\nconstexpr int STAT_MODE = %d;\n\n%s", mode, STATS);
+    kf_buf_printf(
+        &b, "} // namespace ew\n\nconstexpr int STAT_MODE = %d;\nconstexpr int REG_PER = %d;\n\n",
+        mode, reg);
+    reg_kernel(&b, st, &held);
+    kf_buf_printf(&b, "%s", STATS);
     pass_list(&b, st, true);
     kf_buf_printf(&b, ", bool v4%s", GROUP);
     for (int k = 0; k < st->ew_leaves; k++)
@@ -141,6 +277,7 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st) {
             "G * B != n)\n        return 2;\n"
             "    const unsigned blocks = (unsigned)(G < 65535 * 16 ? G : 65535 * 16);\n");
     kfw_row4_check(&b, &r, "v4", "d3 % 4 == 0");
+    reg_launch(&b, st);
     kf_buf_printf(&b, "    norm_rows<<<blocks, @T@, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, ");
     pass_list(&b, st, false);
     kf_buf_printf(&b, ", v4);\n    return (int)cudaGetLastError();\n}\n");

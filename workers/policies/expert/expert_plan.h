@@ -67,9 +67,10 @@ struct kfx_step {
     char *ew_body; /* owned; NULL when not fused */
     int ew_leaves;
     signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
-    int fusable;                         /* the statistics may take a pass */
-    int stat_in, stat_m, stat_r;         /* vals: the input, the mean and the 1/std (-1: none) */
-    size_t launch_at, launch_len;        /* the statistics' launch line in fwd */
+    int ew_held; /* 1 + the pass's leaf that is the statistics' one input (x); 0 none */
+    int fusable; /* the statistics may take a pass */
+    int stat_in, stat_m, stat_r;  /* vals: the input, the mean and the 1/std (-1: none) */
+    size_t launch_at, launch_len; /* the statistics' launch line in fwd */
 };
 
 struct kfx_plan {
@@ -132,8 +133,10 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
 /* expert_norm_fused.c: for a MOMENTS step with ew_body set, the cuda code that follows the
  * statistics' kf_elem and KF_LOAD (inside expert_rows.c's anonymous namespace): the fused
  * kernel and the extern "C" launcher, with expert_rows.c's placeholders (@IN@, @ARGS@, @FN@,
- * @T@) left for it to fill. Owned; NULL when memory ran out. */
-char *kfx_norm_fused_tmpl(const struct kfx_step *st);
+ * @T@) left for it to fill. reg > 0: groups that are one row of a multiple of 4 elements, at
+ * most 8192 float4, are held in registers, about reg float4 per thread (0: never). Owned; NULL
+ * when memory ran out. */
+char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg);
 
 /* expert_plan_fuse.c: when the last step is a fusable MOMENTS or REDUCE step whose statistics
  * the lazy

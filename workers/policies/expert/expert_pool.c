@@ -5,7 +5,7 @@
  * output's size, which the Python lines work out at run time from the input's. Padding counts
  * as -inf for max (NaN propagates as in PyTorch) and as zeros or nothing for avg. Kernels take
  * (x, y, planes, h, w, oh, ow), planes being every dim before the last two.
- * cuda: one thread per output, three block sizes. cpu: OpenMP over planes, or over planes x
+ * cuda: one, two or four adjacent outputs per thread. cpu: OpenMP over planes, or over planes x
  * output rows. return_indices is not supported.
  * Nothing is kept between calls: the node is only read, py is the caller's (appended to), and
  * each source is built in a fresh buffer that the caller owns and frees. */
@@ -223,16 +223,20 @@ static void head(struct kf_buf *b, const struct kfx_call *c, const struct pool_p
 }
 
 static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int v) {
-    static const int threads[] = {256, 128, 512};
+    /* outputs per thread along a row: more loads in flight per thread, and a window's
+     * columns shared with its neighbour's read once from cache */
+    static const int threads[] = {256, 256, 128}, per[] = {2, 4, 1};
     if (v < 0 || v > 2)
         return NULL;
     struct kf_buf b = {0};
     char how[96];
-    snprintf(how, sizeof(how), "variant %d: one thread per output, %d threads per block", v,
-             threads[v]);
+    snprintf(how, sizeof(how), "variant %d: %d adjacent output%s per thread, %d threads per block",
+             v, per[v], per[v] == 1 ? "" : "s", threads[v]);
     head(&b, c, p, how);
-    kf_buf_printf(&b, "#include <cuda_runtime.h>\n\nnamespace {\n\nconstexpr int kThreads = %d;\n",
-                  threads[v]);
+    kf_buf_printf(&b,
+                  "#include <cuda_runtime.h>\n\nnamespace {\n\nconstexpr int kThreads = %d;\n"
+                  "constexpr int kPer = %d; // adjacent outputs of a row per thread\n",
+                  threads[v], per[v]);
     window_fn(&b, p, "__device__ __forceinline__");
     kf_buf_printf(
         &b,
@@ -243,10 +247,16 @@ static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int
         "I ow,\n"
         "                     I total) {\n"
         "    const I stride = static_cast<I>(gridDim.x) * blockDim.x;\n"
+        "    const I owp = (ow + kPer - 1) / kPer; // thread columns per output row\n"
         "    for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += "
         "stride) {\n"
-        "        const I ox = i %% ow, t = i / ow, oy = t %% oh, plane = t / oh;\n"
-        "        y[i] = window(x + plane * h * w, h, w, oy, ox);\n"
+        "        const I ox = i %% owp * kPer, t = i / owp, oy = t %% oh, plane = t / oh;\n"
+        "        const float *in = x + plane * h * w;\n"
+        "        float *out = y + t * ow;\n"
+        "#pragma unroll\n"
+        "        for (int j = 0; j < kPer; ++j)\n"
+        "            if (kPer == 1 || ox + j < ow)\n"
+        "                out[ox + j] = window(in, h, w, oy, ox + j);\n"
         "    }\n"
         "}\n\n"
         "} // namespace\n\n"
@@ -257,11 +267,11 @@ static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int
         "        return (int)cudaErrorInvalidValue;\n"
         "    if (planes == 0 || oh == 0 || ow == 0)\n"
         "        return (int)cudaGetLastError();\n"
-        "    const int64_t total = planes * oh * ow;\n"
+        "    const int64_t total = planes * oh * ((ow + kPer - 1) / kPer); // threads' work\n"
         "    int64_t blocks = (total + kThreads - 1) / kThreads;\n"
         "    blocks = blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20);\n"
         "    // the 32-bit kernel's indices (the largest is total + stride) must not wrap\n"
-        "    if (planes * h * w < (int64_t{1} << 31) && total < (int64_t{1} << 31))\n"
+        "    if (planes * h * w < (int64_t{1} << 31) && planes * oh * ow < (int64_t{1} << 31))\n"
         "        pool<uint32_t><<<(unsigned)blocks, kThreads, 0, 0>>>(\n"
         "            x, y, (uint32_t)h, (uint32_t)w, (uint32_t)oh, (uint32_t)ow, "
         "(uint32_t)total);\n"

@@ -235,65 +235,75 @@ static const char CUDA_SOFTMAX[] =
     "    }\n"
     "}\n\n"
     "#if KF_REG_ROWS\n"
-    "// Columns (inner > 1) of at most 32 * K elements: a block of 32 columns by 32 threads along\n"
-    "// the reduced dimension, each thread holding the elements threadIdx.y + k * 32 of its "
-    "column\n"
-    "// in registers. Read once, an exact maximum and sum through shared memory, the output\n"
-    "// written from the registers (the online accumulation paid an exponential per element on\n"
-    "// its read and another on its second read).\n"
+    "// Columns (inner > 1) of at most COLS_Y * K elements: a block of COLS_X columns by COLS_Y\n"
+    "// threads along the reduced dimension (the variant's geometry), each thread holding the\n"
+    "// elements threadIdx.y + k * COLS_Y of its column in registers. Read once, an exact maximum\n"
+    "// and sum through shared memory, the output written from the registers (the online\n"
+    "// accumulation paid an exponential per element on its read and another on its second\n"
+    "// read).\n"
     "template <int K>\n"
-    "__global__ void __launch_bounds__(1024) cols_reg(@IN@float *__restrict__ out, int64_t outer,\n"
-    "                                                 int64_t red, int64_t inner) {\n"
-    "    __shared__ float part[32][33];\n"
-    "    const int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;\n"
+    "__global__ void __launch_bounds__(COLS_X *COLS_Y) cols_reg(@IN@float *__restrict__ out,\n"
+    "        int64_t outer, int64_t red, int64_t inner) {\n"
+    "    __shared__ float part[COLS_Y][COLS_X + 1];\n"
+    "    const int64_t i = (int64_t)blockIdx.x * COLS_X + threadIdx.x;\n"
     "    for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {\n"
     "        const int64_t base = o * red * inner + i;\n"
     "        float x[K];\n"
     "        float m = -INFINITY;\n"
+    "        // a running index: one add per load, not an address per element held live\n"
+    "        int64_t at = base + threadIdx.y * inner;\n"
     "#pragma unroll\n"
-    "        for (int k = 0; k < K; ++k) {\n"
-    "            const int64_t j = threadIdx.y + (int64_t)k * 32;\n"
-    "            x[k] = i < inner && j < red ? KF_LOAD(base + j * inner) : -INFINITY;\n"
+    "        for (int k = 0; k < K; ++k, at += COLS_Y * inner) {\n"
+    "            const int64_t j = threadIdx.y + (int64_t)k * COLS_Y;\n"
+    "            x[k] = i < inner && j < red ? KF_LOAD(at) : -INFINITY;\n"
     "            m = fmaxf(m, x[k]);\n"
     "        }\n"
     "        part[threadIdx.y][threadIdx.x] = m;\n"
     "        __syncthreads();\n"
     "        m = part[0][threadIdx.x];\n"
-    "        for (int y = 1; y < 32; ++y)\n"
+    "        for (int y = 1; y < COLS_Y; ++y)\n"
     "            m = fmaxf(m, part[y][threadIdx.x]);\n"
     "        __syncthreads();\n"
     "        float s = 0.0f;\n"
     "#pragma unroll\n"
     "        for (int k = 0; k < K; ++k)\n"
-    "            if (threadIdx.y + (int64_t)k * 32 < red)\n"
+    "            if (threadIdx.y + (int64_t)k * COLS_Y < red)\n"
     "                s += __expf(x[k] - m);\n"
     "        part[threadIdx.y][threadIdx.x] = s;\n"
     "        __syncthreads();\n"
     "        s = 0.0f;\n"
-    "        for (int y = 0; y < 32; ++y)\n"
+    "        for (int y = 0; y < COLS_Y; ++y)\n"
     "            s += part[y][threadIdx.x];\n"
     "        __syncthreads();\n"
     "        const float inv = 1.0f / s, ls = __logf(s);\n"
+    "        at = base + threadIdx.y * inner;\n"
     "#pragma unroll\n"
-    "        for (int k = 0; k < K; ++k) {\n"
-    "            const int64_t j = threadIdx.y + (int64_t)k * 32;\n"
+    "        for (int k = 0; k < K; ++k, at += COLS_Y * inner) {\n"
+    "            const int64_t j = threadIdx.y + (int64_t)k * COLS_Y;\n"
     "            if (i < inner && j < red)\n"
-    "                out[base + j * inner] = LOG_SOFTMAX ? x[k] - m - ls : __expf(x[k] - m) * "
+    "                out[at] = LOG_SOFTMAX ? x[k] - m - ls : __expf(x[k] - m) * "
     "inv;\n"
     "        }\n"
     "    }\n"
     "}\n\n"
+    "// The smallest K (a power of two from 4) for red <= COLS_MAX elements.\n"
+    "constexpr int COLS_MAX = 1024;\n"
+    "static_assert(COLS_MAX % COLS_Y == 0 && COLS_MAX / COLS_Y >= 4, \"the variant's geometry\");\n"
     "int cols_reg_launch(@IN@float *out, int64_t outer, int64_t red, int64_t inner) {\n"
-    "    const dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : "
-    "65535));\n"
-    "    if (red <= 4 * 32)\n"
-    "        cols_reg<4><<<grid, dim3(32, 32), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
-    "    else if (red <= 8 * 32)\n"
-    "        cols_reg<8><<<grid, dim3(32, 32), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
-    "    else if (red <= 16 * 32)\n"
-    "        cols_reg<16><<<grid, dim3(32, 32), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    const dim3 grid((unsigned)((inner + COLS_X - 1) / COLS_X),\n"
+    "                    (unsigned)(outer < 65535 ? outer : 65535)),\n"
+    "        block(COLS_X, COLS_Y);\n"
+    "    if (red <= 4 * COLS_Y)\n"
+    "        cols_reg<4><<<grid, block, 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    else if (red <= 8 * COLS_Y)\n"
+    "        cols_reg<8><<<grid, block, 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    else if (red <= 16 * COLS_Y)\n"
+    "        cols_reg<16><<<grid, block, 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "    else if (red <= 32 * COLS_Y)\n"
+    "        cols_reg<(COLS_MAX / COLS_Y < 32 ? COLS_MAX / COLS_Y : 32)><<<grid, block, 0, 0>>>(\n"
+    "            @ARGS@out, outer, red, inner);\n"
     "    else\n"
-    "        cols_reg<32><<<grid, dim3(32, 32), 0, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "        cols_reg<COLS_MAX / COLS_Y><<<grid, block, 0, 0>>>(@ARGS@out, outer, red, inner);\n"
     "    return (int)cudaGetLastError();\n"
     "}\n"
     "#endif\n\n"
@@ -302,7 +312,7 @@ static const char CUDA_SOFTMAX[] =
     "    if (outer <= 0 || inner <= 0 || red <= 0)\n"
     "        return outer < 0 || inner < 0 || red < 0;\n"
     "#if KF_REG_ROWS\n"
-    "    if (inner > 1 && red <= 32 * 32)\n"
+    "    if (inner > 1 && red <= COLS_MAX)\n"
     "        return cols_reg_launch(@ARGS@out, outer, red, inner);\n"
     "#endif\n"
     "    if (inner == 1) {\n"
@@ -434,16 +444,23 @@ static void load_macro(struct kf_buf *b, int n, bool cuda) {
 static char *cuda_src(const struct kfx_step *st, int v) {
     static const int threads[] = {256, 512, 128, 1024};
     bool sm = st->kind == KFX_SOFTMAX;
-    int nv = sm ? 4 : 3;
+    /* statistics with the pass that reads them (expert_plan_fuse.c): expert_norm_fused.c, rows
+     * held in registers with about 4 then 2 float4 per thread, then read twice by 256 and 512
+     * threads */
+    bool fused = st->ew_body != NULL && (st->kind == KFX_MOMENTS || st->kind == KFX_REDUCE);
+    int nv = sm || fused ? 4 : 3;
     if (v >= nv)
         return NULL;
     /* softmax and logsumexp: rows held in registers (expert_rows_reg.c) in every variant but
      * the last, which reads a row twice (cached in shared memory when it fits) with an online
      * maximum and sum */
-    int t = sm ? (int[]){512, 1024, 256, 256}[v] : threads[v];
-    int split = st->kind == KFX_MOMENTS ? (int[]){16, 32, 8}[v]
-                : sm                    ? (int[]){8, 32, 4, 16}[v]
-                                        : (int[]){8, 16, 4}[v];
+    int t = sm      ? (int[]){512, 1024, 256, 256}[v]
+            : fused ? (int[]){256, 256, 256, 512}[v]
+                    : threads[v];
+    int split = fused                     ? 16
+                : st->kind == KFX_MOMENTS ? (int[]){16, 32, 8}[v]
+                : sm                      ? (int[]){8, 32, 4, 16}[v]
+                                          : (int[]){8, 16, 4}[v];
     bool reg = (sm || strcmp(st->op, "logsumexp") == 0) && v < nv - 1;
     bool cache = sm && !reg;
     struct kf_buf b = {0};
@@ -457,14 +474,12 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                           : "",
                   split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
-    /* statistics with the pass that reads them (expert_plan_fuse.c): expert_norm_fused.c */
-    bool fused = st->ew_body != NULL && (st->kind == KFX_MOMENTS || st->kind == KFX_REDUCE);
     load_macro(&b, st->n_leaves, st->kind == KFX_MOMENTS || fused || reg);
     kf_buf_printf(&b, "%s", ACC_MACROS);
     if (st->kind == KFX_MOMENTS || fused)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
     if (fused) {
-        char *fused = kfx_norm_fused_tmpl(st);
+        char *fused = kfx_norm_fused_tmpl(st, (int[]){4, 2, 0, 0}[v]);
         if (fused != NULL)
             put(&b, fused, st, t);
         free(fused);
@@ -486,9 +501,15 @@ static char *cuda_src(const struct kfx_step *st, int v) {
         put(&b, kfx_rows_reg_tmpl(), st, t);
     }
     if (sm) {
-        kf_buf_printf(&b, "constexpr bool LOG_SOFTMAX = %s;\nconstexpr bool CACHE_ROW = %s;\n\n",
+        /* columns in registers: blocks of 32 columns by 32 threads (32 values each), 16 by 64
+         * (16 each), or 8 by 128 (8 each; 64 values spill) */
+        kf_buf_printf(&b, "constexpr bool LOG_SOFTMAX = %s;\nconstexpr bool CACHE_ROW = %s;\n",
                       strcmp(st->op, "log_softmax") == 0 ? "true" : "false",
                       cache ? "true" : "false");
+        if (reg)
+            kf_buf_printf(&b, "constexpr int COLS_X = %d, COLS_Y = %d;\n", (int[]){32, 16, 8}[v],
+                          (int[]){32, 64, 128}[v]);
+        kf_buf_printf(&b, "\n");
         put(&b, CUDA_SOFTMAX, st, t);
     } else {
         kf_buf_printf(&b, "using OutT = %s;\n\n",

@@ -1,0 +1,50 @@
+"""bench/expert_table.py's choice of a task's row when scripts/gpu_expert.sh judged it in several
+variants: the fastest correct one (what the expert's tuning keeps), else the first record."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import expert_table  # noqa: E402
+
+
+def rec(task: str, variant: int, ms: float | None, correct: bool = True, status: str = "ok") -> dict:
+    timing = {"candidate": {"median_ms": ms}, "eager": {"median_ms": 2.0}} if ms is not None else {}
+    return {
+        "task": task,
+        "variant": variant,
+        "kernels": ["reduce"],
+        "verdict": {"status": status, "correct": correct, "timing": timing},
+    }
+
+
+def test_the_fastest_correct_variant_is_the_row() -> None:
+    recs = [
+        rec("rms_norm", 0, 0.95),
+        rec("rms_norm", 1, 0.70, correct=False),  # faster but wrong: never chosen
+        rec("rms_norm", 2, 0.78),
+        rec("gelu", 0, 1.2),
+    ]
+    best = expert_table.best_of(recs)
+    assert [(r["task"], r["variant"]) for r in best] == [("gelu", 0), ("rms_norm", 2)]
+    row = expert_table.row_of(best[1])
+    assert row["solved"] and row["candidate_ms"] == 0.78
+    assert row["status"] == "ok (reduce, variant 2)"
+
+
+def test_a_task_with_no_correct_variant_keeps_its_first_record() -> None:
+    recs = [
+        rec("bmm", 0, None, correct=False, status="build_error"),
+        rec("bmm", 1, 3.0, correct=False),
+    ]
+    (only,) = expert_table.best_of(recs)
+    assert only["variant"] == 0 and not expert_table.row_of(only)["solved"]
+
+
+def test_records_without_a_variant_read_as_before() -> None:
+    (only,) = expert_table.best_of([{k: v for k, v in rec("gelu", 0, 1.0).items() if k != "variant"}])
+    assert expert_table.row_of(only)["status"] == "ok (reduce)"
