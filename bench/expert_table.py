@@ -2,10 +2,10 @@
 tests/agent/test_expert_gpu.py (scripts/gpu_expert.sh on the GPU host: each task's expert plan
 judged by the harness's full `evaluate`, without the service).
 
-    python bench/expert_table.py VERDICTS.jsonl [--backend cuda|cpu]
+    python bench/expert_table.py VERDICTS.jsonl.. [--backend cuda|cpu] [--limits DEVICE GBPS TFLOPS]
 
 Each line is {"task", "variant", "kernels", "verdict", "graph"}. Where a task was judged in
-several variants, its row is the fastest correct one (the one the expert's tuning keeps), and its
+several variants (or in several files), its row is the fastest correct one (the one the expert's tuning keeps), and its
 status names the variant. The hardware's limits (copy bandwidth, fp32
 mm peak) are measured now, on this machine, as expert_bench.py measures them; the work of a task
 (bytes or FLOPs) comes from its graph. Prints the markdown of expert_bench.markdown.
@@ -62,14 +62,40 @@ def best_of(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [best[t] for t in sorted(best)]
 
 
+def given_peaks(backend: str, device: str, copy_gbps: float, mm_tflops: float) -> dict[str, Any]:
+    """The limits as measure_peaks reports them, from figures a run on the device printed (to
+    table verdicts from several device calls where the GPU is not at hand)."""
+    return {
+        "backend": backend,
+        "device": device,
+        "bandwidth_Bps": copy_gbps * 1e9,
+        "copy_MiB": 2048,
+        "copy_ms": 2 * 2048 * 2**20 / (copy_gbps * 1e9) * 1e3,
+        "peak_flops": mm_tflops * 1e12,
+        "mm_n": 8192,
+        "mm_ms": 2 * 8192**3 / (mm_tflops * 1e12) * 1e3,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("verdicts")
+    ap.add_argument("verdicts", nargs="+", help="one or more VERDICTS.jsonl, read in order")
     ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument(
+        "--limits",
+        nargs=3,
+        metavar=("DEVICE", "COPY_GBPS", "MM_TFLOPS"),
+        help="the limits a run on the device measured, instead of measuring them here",
+    )
     args = ap.parse_args(argv)
-    recs = [json.loads(line) for line in Path(args.verdicts).read_text().splitlines() if line.strip()]
+    recs = [
+        json.loads(line) for f in args.verdicts for line in Path(f).read_text().splitlines() if line.strip()
+    ]
     recs = best_of(recs)
-    peaks = eb.measure_peaks(args.backend)
+    if args.limits:
+        peaks = given_peaks(args.backend, args.limits[0], float(args.limits[1]), float(args.limits[2]))
+    else:
+        peaks = eb.measure_peaks(args.backend)
     rows = [
         eb.bench_row(row_of(r), eb.task_work(r.get("graph") or {"error": "no graph"}), peaks) for r in recs
     ]

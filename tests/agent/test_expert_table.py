@@ -48,3 +48,18 @@ def test_a_task_with_no_correct_variant_keeps_its_first_record() -> None:
 def test_records_without_a_variant_read_as_before() -> None:
     (only,) = expert_table.best_of([{k: v for k, v in rec("gelu", 0, 1.0).items() if k != "variant"}])
     assert expert_table.row_of(only)["status"] == "ok (reduce)"
+
+
+def test_verdicts_of_several_runs_make_one_table(tmp_path, capsys) -> None:
+    """Runs from two device calls, tabled here with the limits the device printed."""
+    import json
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(rec("gelu", 0, 1.5)) + "\n" + json.dumps(rec("mish", 0, 1.4)) + "\n")
+    b.write_text(json.dumps(rec("gelu", 1, 1.2)) + "\n")
+    assert expert_table.main([str(a), str(b), "--limits", "NVIDIA H200", "4253.5", "51.06"]) == 0
+    out = capsys.readouterr().out
+    assert "copy 4253.5 GB/s" in out and "51.06 TFLOP/s" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| gelu", "| mish"))]
+    assert len(rows) == 2
+    assert "variant 1" in rows[0] and "| 1.200 |" in rows[0]
