@@ -488,13 +488,16 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     /* softmax and logsumexp: rows held in registers (expert_rows_reg.c) in every variant but
      * the last, which reads a row twice (cached in shared memory when it fits) with an online
      * maximum and sum */
+    /* logsumexp's rows in registers: 512 threads first (1.05x over compile on the H200 against
+     * 0.97x with 256: bench/README.md, variant_bench) */
+    int r = !sm && !fused && strcmp(st->op, "logsumexp") == 0 ? (int[]){1, 0, 2}[v] : v;
     int t = sm      ? (int[]){512, 1024, 256, 256}[v]
             : fused ? (int[]){256, 256, 256, 512}[v]
-                    : threads[v];
+                    : threads[r];
     int split = fused                     ? 16
                 : st->kind == KFX_MOMENTS ? (int[]){16, 32, 8}[v]
                 : sm                      ? (int[]){8, 32, 4, 16}[v]
-                                          : (int[]){8, 16, 4}[v];
+                                          : (int[]){8, 16, 4}[r];
     bool reg = (sm || strcmp(st->op, "logsumexp") == 0) && v < nv - 1;
     bool cache = sm && !reg;
     struct kf_buf b = {0};
