@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -191,6 +192,18 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]
     assert kinds("mean_dim_tanh", "cuda") == ["reduce", "ew"]  # the pass is not of x's shape
 
+    def held(name: str) -> str:
+        g = generate("cuda", graph_of(task_file(name, tmp_path), tmp_path, "cuda"))
+        m = re.search(r"constexpr bool HELD = (\w+);", g["steps"][0]["variants"][0])
+        assert m, f"{name}: no register-held row kernel"
+        return m.group(1)
+
+    # a norm whose group is one row is held in registers (expert_norm_fused.c's norm_reg), and
+    # the pass takes the statistics' input from them when the statistics read one tensor
+    assert held("rms_norm") == "true"
+    assert held("layer_norm_gelu") == "true"
+    assert held("rms_norm_residual") == "false"  # the statistics read x + r: two tensors
+
 
 def judged(task: Path, cand: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu")
@@ -231,3 +244,39 @@ def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> No
     task.write_text(TASK_LIKE.replace("{body}", body).replace("{yshape}", "64, 32"))
     g = generate("cpu", graph_of(task, tmp_path, "cpu"))
     assert not g["ok"] and named in g["detail"], g
+
+
+def test_cpu_erf_is_accurate(tmp_path: Path) -> None:
+    """The cpu kernels' kf_erff and kf_expf (expert_cpu_math.c, which replace glibc's scalar erff
+    so that the pass vectorises), taken from the gelu task's generated source and compiled with
+    the harness's flags: erf within 1e-6 absolute of math.erf over [-12, 12], exp within 2e-7
+    relative over its range, NaN and the infinities as erf gives them."""
+    import ctypes
+    import math
+
+    g = generate("cpu", graph_of(task_file("gelu", tmp_path), tmp_path, "cpu"))
+    src = g["steps"][0]["variants"][0]
+    assert "kf_erff(" in src and " erff(" not in src, src
+    start, end = src.index("static inline float kf_expf"), src.index('extern "C"')
+    lib_src = tmp_path / "m.cpp"
+    lib_src.write_text(
+        "#include <cmath>\n#include <cstdint>\n"
+        + src[start:end]
+        + 'extern "C" float erf1(float x) { return kf_erff(x); }\n'
+        + 'extern "C" float exp1(float x) { return kf_expf(x); }\n'
+    )
+    so = tmp_path / "m.so"
+    cmd = ["g++", "-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-Wall", "-Werror"]
+    subprocess.run([*cmd, str(lib_src), "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    for f in (lib.erf1, lib.exp1):
+        f.argtypes, f.restype = [ctypes.c_float], ctypes.c_float
+    xs = [ctypes.c_float(i / 1000.0).value for i in range(-12000, 12001)]
+    worst = max(abs(lib.erf1(x) - math.erf(x)) for x in xs)
+    assert worst < 1e-6, worst
+    # each x as the float the kernel gets (a decimal's rounding alone moves exp(68.34) by 4e-6)
+    xs = [ctypes.c_float(i / 100.0).value for i in range(-8700, 8801)]
+    worst = max(abs(lib.exp1(x) / math.exp(x) - 1.0) for x in xs)
+    assert worst < 2e-7, worst
+    assert math.isnan(lib.erf1(float("nan")))
+    assert lib.erf1(float("inf")) == 1.0 and lib.erf1(float("-inf")) == -1.0

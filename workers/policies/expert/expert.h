@@ -46,8 +46,14 @@ char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n
 /* "const float *RESTRICT in0, ..., float *RESTRICT out, int64_t n", into b. */
 void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
 
-/* The element function `QUAL float kf_elem(float x0, ...)` of a body, into b. */
+/* The element function `QUAL float kf_elem(float x0, ...)` of a body, into b (QUAL without
+ * __device__: a cpu kernel's, with kfw_cpu_math's functions). */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
+
+/* expert_cpu_math.c: for a cpu kernel's body that calls erff or expf, the definitions of
+ * kf_expf and kf_erff (vectorisable) into b, and the body with erff and expf renamed kf_erff and
+ * kf_expf (owned by the caller); NULL, b untouched, when the body calls neither. */
+char *kfw_cpu_math(struct kf_buf *b, const char *body);
 
 /* A pass along one row of the output with float4 loads and stores, as kf_rows4 (expert_bcast.c)
  * and the fused norm (expert_norm_fused.c) write it. In the generated code, input k has a row

@@ -126,6 +126,9 @@ static void indent(struct kf_buf *b, const char *body, const char *pad) {
 }
 
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
+    char *cpu = strstr(qual, "__device__") ? NULL : kfw_cpu_math(b, body);
+    if (cpu)
+        body = cpu;
     kf_buf_printf(b, "%s float kf_elem(", qual);
     for (int k = 0; k < n; k++)
         kf_buf_printf(b, "%sfloat x%d", k ? ", " : "", k);
@@ -154,6 +157,7 @@ void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
     }
     indent(b, fixed.data ? fixed.data : "", "    ");
     kf_buf_free(&fixed);
+    free(cpu);
     kf_buf_printf(b, "}\n");
 }
 
@@ -208,7 +212,11 @@ static char *cpu_kernel(const char *fn, const char *body, int n, int v) {
     struct kf_buf b = {0};
     kf_buf_printf(&b, "// kforge expert, variant %d: one fused elementwise pass, OpenMP%s.\n", v,
                   v == 0 ? " parallel for simd" : " over blocks of 16384, simd inside");
-    kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\nextern \"C\" int %s(", fn);
+    kf_buf_printf(&b, "#include <cmath>\n#include <cstdint>\n\n");
+    char *cpu = kfw_cpu_math(&b, body);
+    if (cpu)
+        body = cpu;
+    kf_buf_printf(&b, "extern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "__restrict__");
     kf_buf_printf(&b, ") {\n    if (n < 0)\n        return 1;\n");
     if (v == 0) {
@@ -226,6 +234,7 @@ static char *cpu_kernel(const char *fn, const char *body, int n, int v) {
         kf_buf_printf(&b, "        }\n    }\n");
     }
     kf_buf_printf(&b, "    return 0;\n}\n");
+    free(cpu);
     return b.data;
 }
 

@@ -1,0 +1,67 @@
+/* expert_cpu_math.c: vectorisable replacements of libm functions for the expert's cpu kernels.
+ * glibc's erff is a scalar call that g++ does not vectorise without -ffast-math, so a fused pass
+ * calling it ran one element at a time (layer_norm_gelu on cpu at 0.21x of eager, whose GELU is
+ * vectorised). kf_erff below is branch-free arithmetic that the simd loops around it vectorise:
+ * Abramowitz and Stegun's 7.1.26 (absolute error at most 1.5e-7 in exact arithmetic; about
+ * 5e-7 in float), with exp(-x^2) from kf_expf (a rounded power of two times a degree-7 Taylor
+ * polynomial on [-ln2/2, ln2/2], relative error under 1e-7). Measured on this machine: a GELU
+ * pass over 4M floats, one thread, 107 ms with erff and 6.3 ms with kf_erff. expf, scalar too,
+ * becomes kf_expf (sigmoid, SiLU, softplus and the like). */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert.h"
+
+static const char CPU_ERF[] =
+    "// exp and erf that vectorise (expert_cpu_math.c): glibc's erff is a scalar call\n"
+    "static inline float kf_expf(float x) {\n"
+    "    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;\n"
+    "    const float k = rintf(x * 1.44269504088896341f);  // x = k ln2 + r\n"
+    "    const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187e-06f;\n"
+    "    float p = 1.0f / 5040.0f;\n"
+    "    p = p * r + 1.0f / 720.0f;\n"
+    "    p = p * r + 1.0f / 120.0f;\n"
+    "    p = p * r + 1.0f / 24.0f;\n"
+    "    p = p * r + 1.0f / 6.0f;\n"
+    "    p = p * r + 0.5f;\n"
+    "    p = p * r + 1.0f;\n"
+    "    p = p * r + 1.0f;\n"
+    "    const int32_t e = ((int32_t)k + 127) << 23;  // 2^k\n"
+    "    float s;\n"
+    "    __builtin_memcpy(&s, &e, sizeof s);\n"
+    "    return p * s;\n"
+    "}\n\n"
+    "static inline float kf_erff(float x) {\n"
+    "    const float a = fabsf(x);\n"
+    "    const float t = 1.0f / (1.0f + 0.3275911f * a);\n"
+    "    const float q = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t -\n"
+    "                      0.284496736f) * t + 0.254829592f) * t;\n"
+    "    return copysignf(1.0f - q * kf_expf(-a * a), x);\n"
+    "}\n\n";
+
+/* An identifier character: a call erff( is renamed only where it starts a name. */
+static int ident(char c) {
+    return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+char *kfw_cpu_math(struct kf_buf *b, const char *body) {
+    if (strstr(body, "erff(") == NULL && strstr(body, "expf(") == NULL)
+        return NULL;
+    struct kf_buf out = {0};
+    for (const char *p = body; *p;) {
+        bool call = p == body || !ident(p[-1]);
+        if (call && (strncmp(p, "erff(", 5) == 0 || strncmp(p, "expf(", 5) == 0)) {
+            kf_buf_printf(&out, "kf_%.5s", p);
+            p += 5;
+            continue;
+        }
+        kf_buf_append(&out, p, 1);
+        p++;
+    }
+    if (out.data == NULL)
+        return NULL;
+    kf_buf_printf(b, "%s", CPU_ERF);
+    return out.data;
+}
