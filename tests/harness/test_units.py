@@ -143,10 +143,14 @@ def test_gpu_lock_is_exclusive_between_processes(tmp_path):
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[2]);"
         "from kforge_harness.gpulock import GpuLock;"
+        "print('ready', flush=True);"
         "t = time.monotonic(); GpuLock(sys.argv[1]).acquire(); print(time.monotonic() - t)"
     )
     harness = str(Path(__file__).resolve().parents[2] / "workers" / "harness")
     p = subprocess.Popen([sys.executable, "-c", code, path, harness], stdout=subprocess.PIPE, text=True)
+    # the held second counts from the child's import done (on a loaded machine its start-up
+    # alone took a quarter of it)
+    assert p.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     assert p.poll() is None, "the second holder got the lock while the first held it"
     first.release()
