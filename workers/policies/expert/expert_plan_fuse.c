@@ -12,24 +12,6 @@
 #include "buf.h"
 #include "expert_plan.h"
 
-/* 1 + the index in names ("a, b, ") of the statistics' input when they read one tensor (the
- * first argument of launch, "self.k.kf_opS(x, ..."), else 0. */
-static int held_leaf(const char *launch, const char *names, int stat_leaves) {
-    const char *open = strchr(launch, '(');
-    if (stat_leaves != 1 || open == NULL)
-        return 0;
-    size_t len = strcspn(open + 1, ",)");
-    int k = 0;
-    for (const char *q = names; *q; k++) {
-        size_t n = strcspn(q, ",");
-        if (n == len && strncmp(q, open + 1, len) == 0)
-            return k + 1;
-        q += n;
-        q += strspn(q, ", ");
-    }
-    return 0;
-}
-
 bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
                    const char *names) {
     if (p->n_steps == 0 || strcmp(p->backend, "cuda") != 0 || n > KFX_MAX_LEAVES)
@@ -65,7 +47,10 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
     kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
     kfx_line(p, "%s, %s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))",
              launch + strspn(launch, " "), names, x->py, x->py, x->py, x->py, names);
-    st->ew_held = held_leaf(launch, names, st->n_leaves);
+    st->ew_held = 0; /* the pass's leaf that the statistics read alone, held in registers */
+    for (int k = 0; k < n && st->pro_leaf; k++)
+        if (leaf[k] == st->pro_leaf - 1)
+            st->ew_held = k + 1;
     st->ew_body = body;
     st->ew_leaves = n;
     memcpy(st->ew_stat, stat, (size_t)n);
