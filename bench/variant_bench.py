@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workers" / "harness"))
 
 import torch  # noqa: E402
-from kforge_harness import build, candidate, inspect_graph  # noqa: E402
+from kforge_harness import build, candidate, guard, inspect_graph, policy, timing  # noqa: E402
 from kforge_harness import task as taskmod
 
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
@@ -91,6 +91,42 @@ def per_call_ms(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
     return streamed, statistics.median(alone)
 
 
+def kernel_ms(fn: Callable[[], Any], calls: int) -> tuple[float, int, str]:
+    """(device ms, kernels, names) per call: the GPU time of the kernels a call launches, by
+    torch.profiler, without the host's time around them; names: the longest kernels first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total, count, names = 0.0, 0, []
+    for ev in prof.key_averages():
+        us = getattr(ev, "self_device_time_total", None) or getattr(ev, "self_cuda_time_total", 0)
+        if us <= 0 or ev.key.startswith(("cudaLaunch", "cudaDeviceSynchronize", "Memcpy", "Memset")):
+            continue
+        total += us
+        count += ev.count
+        names.append((us, f"{ev.key[:40]} {us / 1000 / calls:.3f} ms"))
+    names.sort(reverse=True)
+    return total / 1000 / calls, round(count / calls), "; ".join(n for _, n in names[:3])
+
+
+def judge_ms(fn: Callable[[], Any], guarded: bool) -> float:
+    """The judge's timing of fn (timing.measure: the cache flushed before each call, CUDA
+    events around it), under the runner's compute guard when guarded, as a candidate is timed."""
+
+    def call() -> Any:
+        if not guarded:
+            return fn()
+        with guard.ComputeGuard():
+            return fn()
+
+    pol = policy.Policy(budget_s=0.5)
+    return timing.measure(lambda: call(), [[]], torch.device("cuda"), pol)["median_ms"]
+
+
 def build_all(names: list[str], variants: list[int], work: Path) -> dict[str, Any]:
     """Every task's candidate in every variant, built (nvcc runs in parallel): {name: {v:
     (folder, library)}}, or {name: the exception} for a task that could not be."""
@@ -123,13 +159,18 @@ def build_all(names: list[str], variants: list[int], work: Path) -> dict[str, An
 
 
 def bench_task(
-    name: str, built: dict[int, tuple[Path, str]], rounds: int, calls: int
+    name: str,
+    built: dict[int, tuple[Path, str]],
+    rounds: int,
+    calls: int,
+    kernels: bool = False,
+    judge: bool = False,
 ) -> list[dict[str, Any]]:
     path = str(ROOT / "examples" / "tasks" / f"{name}.py")
     t = taskmod.load_task(path, "cuda")
     torch.manual_seed(0)
     init = t.get_init_inputs()
-    ref = t.model_class()(*init).cuda().eval()
+    ref = t.model_class()(*init).cuda()  # training mode, as the judge calls it (batch norm: batch statistics)
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in t.get_inputs()]
     runs: dict[str, Callable[[], Any]] = {"eager": lambda: ref(*inputs)}
     compiled = torch.compile(ref)
@@ -153,6 +194,14 @@ def bench_task(
                 streamed, one = per_call_ms(fn, calls)
                 times[k].append(streamed)
                 alone[k].append(one)
+        dev = {k: kernel_ms(fn, calls) for k, fn in runs.items()} if kernels else {}
+        # the judge's way: baselines as they are, a candidate's call under the guard (and, to
+        # see what the guard costs, without)
+        jt = {}
+        for k, fn in runs.items() if judge else []:
+            jt[k] = {"judge_ms": judge_ms(fn, k.startswith("variant"))}
+            if k.startswith("variant"):
+                jt[k]["judge_unguarded_ms"] = judge_ms(fn, False)
     med = {k: statistics.median(v) for k, v in times.items()}
     med_alone = {k: statistics.median(v) for k, v in alone.items()}
     out = []
@@ -168,6 +217,12 @@ def bench_task(
                 "vs_eager": med["eager"] / med[k],
                 "vs_compile": med["compile"] / med[k],
                 **rows.get(k, {}),
+                **(
+                    {"kernel_ms": dev[k][0], "kernels": dev[k][1], "kernel_names": dev[k][2]}
+                    if k in dev
+                    else {}
+                ),
+                **jt.get(k, {}),
             }
         )
     return out
@@ -179,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--kernels", action="store_true", help="also each call's kernel time (profiler)")
+    ap.add_argument("--judge", action="store_true", help="also the judge's timing (flush, guard)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -197,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if isinstance(built[name], Exception):
                     raise built[name]
-                got = bench_task(name, built[name], args.rounds, args.calls)
+                got = bench_task(name, built[name], args.rounds, args.calls, args.kernels, args.judge)
             except Exception as e:  # noqa: BLE001 - one task's failure is reported, the rest run
                 print(f"| {name} | failed: {type(e).__name__}: {str(e)[:200]} | | | | | | | | |", flush=True)
                 continue
@@ -207,6 +264,20 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {r['task']} | {r['contestant']} | {r['ms']:.3f} | {r['spread']:.1%} | "
                     f"{r['vs_eager']:.2f}x | {r['vs_compile']:.2f}x | {r['alone_ms']:.3f} | "
                     f"{r['alone_vs_compile']:.2f}x | {err} |",
+                    flush=True,
+                )
+            for r in got if args.judge else []:
+                unguarded = (
+                    f", {r['judge_unguarded_ms']:.3f} ms unguarded" if "judge_unguarded_ms" in r else ""
+                )
+                print(
+                    f"|   | {r['contestant']}: judge-style {r['judge_ms']:.3f} ms{unguarded} | | | | | | | | |"
+                )
+            for r in got if args.kernels else []:
+                print(
+                    f"|   | {r['contestant']}: kernels {r['kernel_ms']:.3f} ms in {r['kernels']} "
+                    f"({r['kernel_names']}); host and launch {r['alone_ms'] - r['kernel_ms']:.3f} ms alone "
+                    "| | | | | | | | |",
                     flush=True,
                 )
             rows += got

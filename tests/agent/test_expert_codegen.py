@@ -192,17 +192,25 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]
     assert kinds("mean_dim_tanh", "cuda") == ["reduce", "ew"]  # the pass is not of x's shape
 
-    def held(name: str) -> str:
-        g = generate("cuda", graph_of(task_file(name, tmp_path), tmp_path, "cuda"))
-        m = re.search(r"constexpr bool HELD = (\w+);", g["steps"][0]["variants"][0])
-        assert m, f"{name}: no register-held row kernel"
-        return m.group(1)
+    def held(task: Path) -> list[tuple[str, str]]:
+        g = generate("cuda", graph_of(task, tmp_path, "cuda"))
+        src = g["steps"][0]["variants"][0]
+        assert "norm_reg" in src, f"{task.name}: no register-held row kernel"
+        return re.findall(r"const float4 a(\d+) = xr(\d+)\[k\];", src)
 
     # a norm whose group is one row is held in registers (expert_norm_fused.c's norm_reg), and
-    # the pass takes the statistics' input from them when the statistics read one tensor
-    assert held("rms_norm") == "true"
-    assert held("layer_norm_gelu") == "true"
-    assert held("rms_norm_residual") == "false"  # the statistics read x + r: two tensors
+    # when the pass reads every tensor the statistics read, it takes them from the registers
+    assert held(task_file("rms_norm", tmp_path)) == [("0", "0")]
+    assert held(task_file("layer_norm_gelu", tmp_path)) == [("0", "0")]
+    assert held(task_file("rms_norm_residual", tmp_path)) == [
+        ("0", "0"),
+        ("1", "1"),
+    ]  # x and r, the statistics' x + r
+    # the pass reads x alone, the statistics x + y: the registers hold the prologue's values
+    task = tmp_path / "norm_of_sum.py"
+    body = "return x * torch.rsqrt(((x + y) * (x + y)).mean(-1, keepdim=True) + 1e-6)"
+    task.write_text(TASK_LIKE.replace("{body}", body).replace("{yshape}", "64, 32"))
+    assert held(task) == []
 
 
 def judged(task: Path, cand: Path) -> dict:

@@ -66,7 +66,8 @@ struct kfw_row4 {
     const char *elem;         /* the element function: "kf_elem", "ew::kf_elem" */
     const char *in;           /* the host's name of input k's pointer is <in>k: "in", "e" */
     int pad;                  /* the row's statements' indent; the loop body's: 4 more */
-    int held; /* 1 + the input the caller already holds as the float4 aK of column c; 0 none */
+    /* NULL, or per input nonzero where the caller already holds it as the float4 aK of column c */
+    const unsigned char *held;
 };
 
 /* `const float bK = sK3 ? 0.0f : pK[0];` (at pad), into b. */

@@ -164,7 +164,7 @@ void kfw_ew_elem(struct kf_buf *b, const char *body, int n, const char *qual) {
 /* One input's value where it broadcasts along the row (nothing for an input given as a value). */
 /* Input k is read by the row pass from its pointer pK (not a value, not held by the caller). */
 static bool row4_reads(const struct kfw_row4 *r, int k) {
-    return (r->value == NULL || r->value[k] == NULL) && r->held != k + 1;
+    return (r->value == NULL || r->value[k] == NULL) && (r->held == NULL || !r->held[k]);
 }
 
 void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k) {

@@ -86,8 +86,8 @@ static const char GROUP[] =
     "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
 /* The kernel for a group that is one row of B = 4 * B4 elements, at most K * blockDim.x float4:
- * the block loads the row once into registers (xr, four elements per float4; the raw input
- * when the pass reads it too, HELD, else the statistics' prologue of it), sums it, takes a
+ * the block loads the row once into registers (xrJ, four elements per float4: the raw inputs
+ * when the pass reads all of them, else the statistics' prologue of them), sums it, takes a
  * layer norm's variance as the mean of squared deviations from those registers (two passes
  * over registers, none over memory), and writes the pass from them: the row is read from
  * memory once, and a held input is not read again at all. Sums are float: a row is at most
@@ -115,16 +115,15 @@ static const char REG_STATS[] =
     "    __shared__ float part[32];\n"
     "    const int64_t B4 = B / 4;\n"
     "    for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {\n"
-    "        float4 xr[K];\n"
+    "        KF_XR_DECL\n"
     "        float s = 0.0f;\n"
     "#pragma unroll\n"
     "        for (int k = 0; k < K; ++k) {\n"
     "            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;\n"
-    "            xr[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
+    "            KF_XR_ZERO(k);\n"
     "            if (c < B4) {\n"
-    "                xr[k] = HELD ? reinterpret_cast<const float4 *>(in0)[g * B4 + c]\n"
-    "                             : KF_LOAD4(g * B4 + c);\n"
-    "                const float4 u = kf_pro4(xr[k]);\n"
+    "                KF_XR_SET(k, g * B4 + c);\n"
+    "                const float4 u = KF_XR_PRO(k);\n"
     "                s += KF_SUM4(u);\n"
     "            }\n"
     "        }\n"
@@ -136,7 +135,7 @@ static const char REG_STATS[] =
     "#pragma unroll\n"
     "            for (int k = 0; k < K; ++k)\n"
     "                if (threadIdx.x + (int64_t)k * blockDim.x < B4) {\n"
-    "                    const float4 u = kf_pro4(xr[k]);\n"
+    "                    const float4 u = KF_XR_PRO(k);\n"
     "                    const float4 d = make_float4(u.x - mu, u.y - mu, u.z - mu, u.w - mu);\n"
     "                    q += KF_SQ4(d);\n"
     "                }\n"
@@ -150,20 +149,49 @@ static const char REG_STATS[] =
     "        }\n"
     "        const int64_t r = g, i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
+/* The registers of the row kernel, into b: held (the pass reads every statistics input), the
+ * raw float4 of each input inJ in xrJ[K] and KF_XR_PRO(k) the statistics' prologue of them
+ * (kf_elem lane by lane); otherwise the prologue's value in xr0[K]. */
+static void reg_holding(struct kf_buf *b, const struct kfx_step *st, bool held) {
+    const int n = held ? st->n_leaves : 1;
+    /* at most 8 float4 a thread in all (a 1024-thread block's 64 registers) */
+    const int maxk = n == 1 ? 8 : n == 2 ? 4 : n <= 4 ? 2 : 1;
+    kf_buf_printf(b, "constexpr int KF_XR_MAXK = %d; // float4 per thread per input\n", maxk);
+    kf_buf_printf(b, "#define KF_XR_DECL float4 ");
+    for (int j = 0; j < n; j++)
+        kf_buf_printf(b, "%sxr%d[K]", j ? ", " : "", j);
+    kf_buf_printf(b, ";\n#define KF_XR_ZERO(k) (");
+    for (int j = 0; j < n; j++)
+        kf_buf_printf(b, "xr%d[k] = ", j);
+    kf_buf_printf(b, "make_float4(0.0f, 0.0f, 0.0f, 0.0f))\n#define KF_XR_SET(k, i4) (");
+    if (!held)
+        kf_buf_printf(b, "xr0[k] = KF_LOAD4(i4))\n#define KF_XR_PRO(k) xr0[k]\n\n");
+    else {
+        for (int j = 0; j < n; j++)
+            kf_buf_printf(b, "%sxr%d[k] = reinterpret_cast<const float4 *>(in%d)[i4]",
+                          j ? ", " : "", j, j);
+        kf_buf_printf(b, ")\n#define KF_XR_PRO(k) make_float4(");
+        for (const char *l = "xyzw"; *l; l++) {
+            kf_buf_printf(b, "%skf_elem(", *l == 'x' ? "" : ", ");
+            for (int j = 0; j < n; j++)
+                kf_buf_printf(b, "%sxr%d[k].%c", j ? ", " : "", j, *l);
+            kf_buf_printf(b, ")");
+        }
+        kf_buf_printf(b, ")\n\n");
+    }
+}
+
 /* The register kernel (REG_HEAD, REG_STATS, then the pass over the held row) into b. */
 static void reg_kernel(struct kf_buf *b, const struct kfx_step *st, const struct kfw_row4 *r) {
-    /* kf_pro4: the statistics' prologue of a held raw float4, or nothing to do */
-    kf_buf_printf(
-        b,
-        "constexpr bool HELD = %s;\n\n__device__ __forceinline__ float4 kf_pro4(float4 "
-        "u) {\n    return %s;\n}\n\n%s",
-        st->ew_held ? "true" : "false",
-        st->ew_held ? "make_float4(kf_elem(u.x), kf_elem(u.y), kf_elem(u.z), kf_elem(u.w))" : "u",
-        REG_HEAD);
+    bool held = false;
+    for (int k = 0; k < st->ew_leaves; k++)
+        held = held || st->ew_held[k];
+    reg_holding(b, st, held);
+    kf_buf_printf(b, "%s", REG_HEAD);
     pass_list(b, st, true);
     kf_buf_printf(b, "%s", REG_STATS);
     for (int k = 0; k < st->ew_leaves; k++)
-        if (r->value[k] == NULL && r->held != k + 1)
+        if (r->value[k] == NULL && !st->ew_held[k])
             kf_buf_printf(b,
                           "        const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
                           "+ i2 * s%d2;\n",
@@ -173,8 +201,9 @@ static void reg_kernel(struct kf_buf *b, const struct kfx_step *st, const struct
     kf_buf_printf(b, "#pragma unroll\n        for (int k = 0; k < K; ++k) {\n"
                      "            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;\n"
                      "            if (c >= B4)\n                continue;\n");
-    if (st->ew_held)
-        kf_buf_printf(b, "            const float4 a%d = xr[k];\n", st->ew_held - 1);
+    for (int k = 0; k < st->ew_leaves; k++)
+        if (st->ew_held[k])
+            kf_buf_printf(b, "            const float4 a%d = xr%d[k];\n", k, st->ew_held[k] - 1);
     kfw_row4_body(b, r, "reinterpret_cast<float4 *>(out + g * B)");
     kf_buf_printf(b, "        }\n    }\n}\n\n");
 }
@@ -182,10 +211,11 @@ static void reg_kernel(struct kf_buf *b, const struct kfx_step *st, const struct
 /* The launcher's branch to the register kernel: about REG_PER float4 per thread, more where
  * the row needs more than 1024 threads, fewer where it would get under 64. */
 static const char REG_LAUNCH[] =
-    "    if (REG_PER > 0 && v4 && KF_ALIGNED && d3 == B && B % 4 == 0 && B / 4 <= 8 * 1024) {\n"
+    "    if (REG_PER > 0 && v4 && KF_ALIGNED && d3 == B && B % 4 == 0 &&\n"
+    "        B / 4 <= KF_XR_MAXK * 1024) {\n"
     "        const int64_t B4 = B / 4;\n"
-    "        int k = REG_PER;\n"
-    "        while (k < 8 && (B4 + k - 1) / k > 1024)\n"
+    "        int k = REG_PER < KF_XR_MAXK ? REG_PER : KF_XR_MAXK;\n"
+    "        while (k < KF_XR_MAXK && (B4 + k - 1) / k > 1024)\n"
     "            k *= 2;\n"
     "        while (k > 1 && (B4 + k - 1) / k < 64)\n"
     "            k /= 2;\n"
@@ -193,11 +223,13 @@ static const char REG_LAUNCH[] =
     "        if (k == 1)\n"
     "            norm_reg<1><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
     "        else if (k == 2)\n"
-    "            norm_reg<2><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "            norm_reg<KF_XR_MAXK < 2 ? KF_XR_MAXK : 2><<<blocks, t, 0, 0>>>(\n"
+    "                @ARGS@mean, rstd, G, B, eps, @PASS@);\n"
     "        else if (k == 4)\n"
-    "            norm_reg<4><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "            norm_reg<KF_XR_MAXK < 4 ? KF_XR_MAXK : 4><<<blocks, t, 0, 0>>>(\n"
+    "                @ARGS@mean, rstd, G, B, eps, @PASS@);\n"
     "        else\n"
-    "            norm_reg<8><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
+    "            norm_reg<KF_XR_MAXK><<<blocks, t, 0, 0>>>(@ARGS@mean, rstd, G, B, eps, @PASS@);\n"
     "        return (int)cudaGetLastError();\n"
     "    }\n";
 

@@ -230,7 +230,7 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
             chain_body(p, v, c, &b);
             st->body = b.data;
             st->n_leaves = c->n_leaves;
-            st->pro_leaf = c->n_leaves == 1 ? c->leaf[0] + 1 : 0;
+            memcpy(st->pro_val, c->leaf, (size_t)c->n_leaves * sizeof(int));
             leaf_names(p, c, leaves, n);
             free(c);
             return st->body ? 0 : -1;
@@ -247,7 +247,7 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
     kf_buf_printf(&b, "const float v%d = in0[i];\nout[i] = v%d;\n", v, v);
     st->body = b.data;
     st->n_leaves = 1;
-    st->pro_leaf = v + 1;
+    st->pro_val[0] = v;
     snprintf(leaves, n, "%s, ", x->py);
     return st->body ? 0 : -1;
 }

@@ -67,9 +67,11 @@ struct kfx_step {
     char *ew_body; /* owned; NULL when not fused */
     int ew_leaves;
     signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
-    int ew_held;  /* 1 + the pass's leaf that is the statistics' one input (x); 0 none */
-    int pro_leaf; /* kfx_prologue: 1 + the val of the prologue's only tensor; 0: several */
-    int fusable;  /* the statistics may take a pass */
+    /* pass leaf k: 1 + the statistics' input inJ that it is (held raw in registers by the
+     * row kernel, not read again); all 0 unless every statistics input is a pass leaf */
+    unsigned char ew_held[KFX_MAX_LEAVES];
+    int pro_val[KFX_MAX_LEAVES];  /* kfx_prologue: the vals of its tensors in0.. (n_leaves) */
+    int fusable;                  /* the statistics may take a pass */
     int stat_in, stat_m, stat_r;  /* vals: the input, the mean and the 1/std (-1: none) */
     size_t launch_at, launch_len; /* the statistics' launch line in fwd */
 };

@@ -47,10 +47,18 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
     kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
     kfx_line(p, "%s, %s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))",
              launch + strspn(launch, " "), names, x->py, x->py, x->py, x->py, names);
-    st->ew_held = 0; /* the pass's leaf that the statistics read alone, held in registers */
-    for (int k = 0; k < n && st->pro_leaf; k++)
-        if (leaf[k] == st->pro_leaf - 1)
-            st->ew_held = k + 1;
+    /* the statistics' inputs held raw in registers when the pass reads every one of them */
+    memset(st->ew_held, 0, sizeof(st->ew_held));
+    int found = 0;
+    for (int j = 0; j < st->n_leaves; j++)
+        for (int k = 0; k < n; k++)
+            if (leaf[k] == st->pro_val[j] && !st->ew_held[k]) {
+                st->ew_held[k] = (unsigned char)(j + 1);
+                found++;
+                break;
+            }
+    if (found != st->n_leaves)
+        memset(st->ew_held, 0, sizeof(st->ew_held));
     st->ew_body = body;
     st->ew_leaves = n;
     memcpy(st->ew_stat, stat, (size_t)n);

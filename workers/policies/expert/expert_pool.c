@@ -222,22 +222,124 @@ static void head(struct kf_buf *b, const struct kfx_call *c, const struct pool_p
                   p->p[1], p->d[0], p->d[1], how);
 }
 
+/* Whether the window allows the pair kernel: stride 2 along the row, no dilation there, a width
+ * of at most 3 and a padding of at most 1 (a pair of outputs reads columns 4q-1..4q+4). */
+static bool pair_window(const struct pool_params *p) {
+    return p->s[1] == 2 && p->d[1] == 1 && p->k[1] <= 3 && p->p[1] <= 1;
+}
+
+/* The pair kernel: outputs 2q and 2q+1 of a row from the float4 of input columns 4q..4q+3 of
+ * each window row, the columns on either side from the neighbouring lanes (a shuffle; the
+ * warp's edge lanes load theirs): every input read once per window row, in float4. The launcher
+ * takes it where the output row is half the input's and the input is 16-byte aligned. */
+static const char PAIR[] =
+    "constexpr float kPad = %s; // padding's value: never wins a max, adds nothing to a sum\n"
+    "__device__ __forceinline__ void take(float &a, float v) {\n"
+    "    %s\n"
+    "}\n"
+    "__device__ __forceinline__ float finish(float a, int64_t h, int64_t w, int64_t oy, int64_t "
+    "ox) {\n"
+    "%s"
+    "}\n\n"
+    "template <typename I>\n"
+    "__global__ void pool_pair(const float *__restrict__ x, float *__restrict__ y, I h, I w, I "
+    "oh,\n"
+    "                          I total) {\n"
+    "    const I w4 = w / 4, stride = static_cast<I>(gridDim.x) * blockDim.x;\n"
+    "    const int lane = threadIdx.x & 31;\n"
+    "    // warp-uniform trips: every lane takes part in the shuffles\n"
+    "    for (I b = static_cast<I>(blockIdx.x) * blockDim.x; b < total; b += stride) {\n"
+    "        const I i = b + threadIdx.x;\n"
+    "        const bool on = i < total;\n"
+    "        const I q = i %% w4, t = i / w4, oy = t %% oh, plane = t / oh;\n"
+    "        const float *in = x + (on ? plane * h * w : 0);\n"
+    "        float a0 = kPad, a1 = kPad;\n"
+    "#pragma unroll\n"
+    "        for (int r = 0; r < KH; ++r) {\n"
+    "            const int64_t yy = (int64_t)oy * SH - PH + r * DH;\n"
+    "            const bool row = on && yy >= 0 && yy < (int64_t)h;\n"
+    "            const float *src = in + (row ? yy : 0) * (int64_t)w;\n"
+    "            const float4 v = row ? __ldg(reinterpret_cast<const float4 *>(src) + q)\n"
+    "                                 : make_float4(kPad, kPad, kPad, kPad);\n"
+    "            float e[6] = {kPad, v.x, v.y, v.z, v.w, kPad}; // columns 4q-1 .. 4q+4\n"
+    "            if (PW == 1) {\n"
+    "                e[0] = __shfl_up_sync(0xffffffffu, v.w, 1);\n"
+    "                if (lane == 0 || q == 0)\n"
+    "                    e[0] = row && q > 0 ? src[4 * q - 1] : kPad;\n"
+    "            }\n"
+    "            if (PW == 0 && KW == 3) {\n"
+    "                e[5] = __shfl_down_sync(0xffffffffu, v.x, 1);\n"
+    "                if (lane == 31 || q + 1 == w4)\n"
+    "                    e[5] = row && q + 1 < w4 ? src[4 * q + 4] : kPad;\n"
+    "            }\n"
+    "            if (row) {\n"
+    "#pragma unroll\n"
+    "                for (int j = 0; j < KW; ++j) {\n"
+    "                    take(a0, e[1 - PW + j]);\n"
+    "                    take(a1, e[3 - PW + j]);\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        if (on)\n"
+    "            reinterpret_cast<float2 *>(y + (int64_t)t * (w / 2))[q] =\n"
+    "                make_float2(finish(a0, h, w, oy, 2 * (int64_t)q), finish(a1, h, w, oy, 2 * "
+    "(int64_t)q + 1));\n"
+    "    }\n"
+    "}\n\n";
+
+/* avg: the sum over PyTorch's divisor (as window()); max: the maximum itself */
+static const char PAIR_AVG[] =
+    "    const int64_t y0 = oy * SH - PH, x0 = ox * SW - PW;\n"
+    "    if (kDivisor != 0)\n"
+    "        return a / static_cast<float>(kDivisor != 0 ? kDivisor : 1);\n"
+    "    const int64_t y1 = y0 + KH < h + PH ? y0 + KH : h + PH;\n"
+    "    const int64_t x1 = x0 + KW < w + PW ? x0 + KW : w + PW;\n"
+    "    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;\n"
+    "    const int64_t yb = y1 < h ? y1 : h, xb = x1 < w ? x1 : w;\n"
+    "    return a / static_cast<float>(kCountPad ? (y1 - y0) * (x1 - x0) : (yb - ya) * (xb - "
+    "xa));\n";
+
+/* The launcher's branch to the pair kernel: rows of a multiple of 4, output rows of half. */
+static const char PAIR_LAUNCH[] =
+    "    if (w % 4 == 0 && ow * 2 == w && ((uintptr_t)x & 15) == 0 && ((uintptr_t)y & 7) == 0) {\n"
+    "        const int64_t pairs = planes * oh * (w / 4);\n"
+    "        int64_t nb = (pairs + kPairThreads - 1) / kPairThreads;\n"
+    "        nb = nb < (int64_t{1} << 20) ? nb : (int64_t{1} << 20);\n"
+    "        if (fits)\n"
+    "            pool_pair<uint32_t><<<(unsigned)nb, kPairThreads, 0, 0>>>(\n"
+    "                x, y, (uint32_t)h, (uint32_t)w, (uint32_t)oh, (uint32_t)pairs);\n"
+    "        else\n"
+    "            pool_pair<int64_t><<<(unsigned)nb, kPairThreads, 0, 0>>>(x, y, h, w, oh, pairs);\n"
+    "        return (int)cudaGetLastError();\n"
+    "    }\n";
+
 static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int v) {
     /* outputs per thread along a row: more loads in flight per thread, and a window's
-     * columns shared with its neighbour's read once from cache */
-    static const int threads[] = {256, 256, 128}, per[] = {2, 4, 1};
+     * columns shared with its neighbour's read once from cache; variants 0 and 1 take the pair
+     * kernel where the window and the shapes allow it */
+    static const int threads[] = {256, 256, 128}, per[] = {2, 4, 1}, pair_threads[] = {256, 128};
     if (v < 0 || v > 2)
         return NULL;
+    const bool pair = v < 2 && pair_window(p);
     struct kf_buf b = {0};
-    char how[96];
-    snprintf(how, sizeof(how), "variant %d: %d adjacent output%s per thread, %d threads per block",
-             v, per[v], per[v] == 1 ? "" : "s", threads[v]);
+    char how[160];
+    snprintf(how, sizeof(how),
+             "variant %d: %s%d adjacent output%s per thread, %d threads per block", v,
+             pair ? "float4 pairs where the shapes allow, else " : "", per[v],
+             per[v] == 1 ? "" : "s", threads[v]);
     head(&b, c, p, how);
     kf_buf_printf(&b,
                   "#include <cuda_runtime.h>\n\nnamespace {\n\nconstexpr int kThreads = %d;\n"
                   "constexpr int kPer = %d; // adjacent outputs of a row per thread\n",
                   threads[v], per[v]);
     window_fn(&b, p, "__device__ __forceinline__");
+    if (pair) {
+        kf_buf_printf(&b, "constexpr int kPairThreads = %d;\n", pair_threads[v]);
+        kf_buf_printf(
+            &b, PAIR, p->max ? "-INFINITY" : "0.0f",
+            p->max ? "a = (v > a || v != v) ? v : a; // NaN propagates, as in PyTorch" : "a += v;",
+            p->max ? "    (void)h, (void)w, (void)oy, (void)ox;\n    return a;\n" : PAIR_AVG);
+    }
     kf_buf_printf(
         &b,
         "// I: the index type, 32-bit unsigned where every index fits (its divisions cost a\n"
@@ -267,11 +369,14 @@ static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int
         "        return (int)cudaErrorInvalidValue;\n"
         "    if (planes == 0 || oh == 0 || ow == 0)\n"
         "        return (int)cudaGetLastError();\n"
+        "    const bool fits = planes * h * w < (int64_t{1} << 31) && planes * oh * ow < "
+        "(int64_t{1} << 31);\n"
+        "%s"
         "    const int64_t total = planes * oh * ((ow + kPer - 1) / kPer); // threads' work\n"
         "    int64_t blocks = (total + kThreads - 1) / kThreads;\n"
         "    blocks = blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20);\n"
         "    // the 32-bit kernel's indices (the largest is total + stride) must not wrap\n"
-        "    if (planes * h * w < (int64_t{1} << 31) && planes * oh * ow < (int64_t{1} << 31))\n"
+        "    if (fits)\n"
         "        pool<uint32_t><<<(unsigned)blocks, kThreads, 0, 0>>>(\n"
         "            x, y, (uint32_t)h, (uint32_t)w, (uint32_t)oh, (uint32_t)ow, "
         "(uint32_t)total);\n"
@@ -279,7 +384,7 @@ static char *cuda_src(const struct kfx_call *c, const struct pool_params *p, int
         "        pool<int64_t><<<(unsigned)blocks, kThreads, 0, 0>>>(x, y, h, w, oh, ow, total);\n"
         "    return (int)cudaGetLastError();\n"
         "}\n",
-        c->fn);
+        c->fn, pair ? PAIR_LAUNCH : "");
     return b.data;
 }
 

@@ -294,6 +294,68 @@ static const char CUDA_SOFTMAX[] =
     "        }\n"
     "    }\n"
     "}\n\n"
+    "// Columns (inner > 1) whose tile of COLS_X columns by red rows fits in TILE_MAX bytes of\n"
+    "// shared memory: read once into the tile, COLS_Y threads down each column keeping a running\n"
+    "// maximum and sum (four loads in flight), combined, then the output written from the\n"
+    "// tile. A few blocks share an SM, so one block's loads overlap another's stores (the\n"
+    "// register kernel's 1024-thread blocks fit one an SM).\n"
+    "constexpr int64_t TILE_MAX = 64 * 1024;\n"
+    "__device__ __forceinline__ void online(float &m, float &s, float v) {\n"
+    "    if (v > m) {\n"
+    "        s *= __expf(m - v);\n"
+    "        m = v;\n"
+    "    }\n"
+    "    if (m != -INFINITY)\n"
+    "        s += __expf(v - m);\n"
+    "}\n\n"
+    "__global__ void __launch_bounds__(COLS_X *COLS_Y) cols_tile(@IN@float *__restrict__ out,\n"
+    "        int64_t outer, int64_t red, int64_t inner) {\n"
+    "    extern __shared__ float tile[]; // [red][COLS_X]\n"
+    "    __shared__ float pm[COLS_Y][COLS_X + 1], ps[COLS_Y][COLS_X + 1];\n"
+    "    const int tx = threadIdx.x, ty = threadIdx.y;\n"
+    "    const int64_t i = (int64_t)blockIdx.x * COLS_X + tx;\n"
+    "    const bool on = i < inner;\n"
+    "    const int rows = (int)red;\n"
+    "    for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {\n"
+    "        const int64_t base = o * red * inner + i;\n"
+    "        float m = -INFINITY, s = 0.0f;\n"
+    "        int j = ty;\n"
+    "        for (; j + 3 * COLS_Y < rows; j += 4 * COLS_Y) {\n"
+    "            float v[4];\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < 4; ++u)\n"
+    "                v[u] = on ? KF_LOAD(base + (int64_t)(j + u * COLS_Y) * inner) : -INFINITY;\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < 4; ++u) {\n"
+    "                tile[(j + u * COLS_Y) * COLS_X + tx] = v[u];\n"
+    "                online(m, s, v[u]);\n"
+    "            }\n"
+    "        }\n"
+    "        for (; j < rows; j += COLS_Y) {\n"
+    "            const float v = on ? KF_LOAD(base + (int64_t)j * inner) : -INFINITY;\n"
+    "            tile[j * COLS_X + tx] = v;\n"
+    "            online(m, s, v);\n"
+    "        }\n"
+    "        pm[ty][tx] = m;\n"
+    "        ps[ty][tx] = s;\n"
+    "        __syncthreads();\n"
+    "        float mx = -INFINITY, sum = 0.0f;\n"
+    "        for (int y = 0; y < COLS_Y; ++y)\n"
+    "            mx = fmaxf(mx, pm[y][tx]);\n"
+    "        for (int y = 0; y < COLS_Y; ++y)\n"
+    "            if (pm[y][tx] != -INFINITY)\n"
+    "                sum += ps[y][tx] * __expf(pm[y][tx] - mx);\n"
+    "        const float inv = 1.0f / sum, ls = __logf(sum);\n"
+    "        if (on)\n"
+    "#pragma unroll 4\n"
+    "            for (j = ty; j < rows; j += COLS_Y) {\n"
+    "                const float x = tile[j * COLS_X + tx];\n"
+    "                out[base + (int64_t)j * inner] = LOG_SOFTMAX ? x - mx - ls : __expf(x - mx) * "
+    "inv;\n"
+    "            }\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "}\n\n"
     "// The smallest K (a power of two from 4) for red <= COLS_MAX elements.\n"
     "constexpr int COLS_MAX = 1024;\n"
     "static_assert(COLS_MAX % COLS_Y == 0 && COLS_MAX / COLS_Y >= 4, \"the variant's geometry\");\n"
@@ -320,6 +382,16 @@ static const char CUDA_SOFTMAX[] =
     "    if (outer <= 0 || inner <= 0 || red <= 0)\n"
     "        return outer < 0 || inner < 0 || red < 0;\n"
     "#if KF_REG_ROWS\n"
+    "    if (COLS_TILE && inner > 1 && red * COLS_X * 4 <= TILE_MAX) {\n"
+    "        const int smem = (int)(red * COLS_X * 4);\n"
+    "        if (smem > 48 * 1024)\n"
+    "            cudaFuncSetAttribute(cols_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+    "smem);\n"
+    "        const dim3 grid((unsigned)((inner + COLS_X - 1) / COLS_X),\n"
+    "                        (unsigned)(outer < 65535 ? outer : 65535));\n"
+    "        cols_tile<<<grid, dim3(COLS_X, COLS_Y), smem, 0>>>(@ARGS@out, outer, red, inner);\n"
+    "        return (int)cudaGetLastError();\n"
+    "    }\n"
     "    if (inner > 1 && red <= COLS_MAX)\n"
     "        return cols_reg_launch(@ARGS@out, outer, red, inner);\n"
     "#endif\n"
@@ -538,14 +610,15 @@ static char *cuda_src(const struct kfx_step *st, int v) {
         put(&b, kfx_rows_reg_tmpl(), st, t);
     }
     if (sm) {
-        /* columns in registers: blocks of 32 columns by 32 threads (32 values each), 16 by 64
-         * (16 each), or 8 by 128 (8 each; 64 values spill) */
+        /* columns: a shared-memory tile of 16 columns by 16 threads (variant 0) or 8 by 32
+         * (variant 1), else in registers, blocks of 32 columns by 32 threads (32 values each) */
         kf_buf_printf(&b, "constexpr bool LOG_SOFTMAX = %s;\nconstexpr bool CACHE_ROW = %s;\n",
                       strcmp(st->op, "log_softmax") == 0 ? "true" : "false",
                       cache ? "true" : "false");
         if (reg)
-            kf_buf_printf(&b, "constexpr int COLS_X = %d, COLS_Y = %d;\n", (int[]){32, 16, 8}[v],
-                          (int[]){32, 64, 128}[v]);
+            kf_buf_printf(
+                &b, "constexpr bool COLS_TILE = %s;\nconstexpr int COLS_X = %d, COLS_Y = %d;\n",
+                v < 2 ? "true" : "false", (int[]){16, 8, 32}[v], (int[]){16, 32, 32}[v]);
         kf_buf_printf(&b, "\n");
         put(&b, CUDA_SOFTMAX, st, t);
     } else {
