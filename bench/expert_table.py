@@ -3,10 +3,12 @@ tests/agent/test_expert_gpu.py (scripts/gpu_expert.sh on the GPU host: each task
 judged by the harness's full `evaluate`, without the service).
 
     python bench/expert_table.py VERDICTS.jsonl.. [--backend cuda|cpu] [--limits DEVICE GBPS TFLOPS]
+        [--latest]
 
 Each line is {"task", "variant", "kernels", "verdict", "graph"}. Where a task was judged in
 several variants (or in several files), its row is the fastest correct one (the one the expert's tuning keeps), and its
-status names the variant. The hardware's limits (copy bandwidth, fp32
+status names the variant; with --latest, a later file's row of a task replaces an earlier
+file's (a run of changed kernels over an older run of all tasks). The hardware's limits (copy bandwidth, fp32
 mm peak) are measured now, on this machine, as expert_bench.py measures them; the work of a task
 (bytes or FLOPs) comes from its graph. Prints the markdown of expert_bench.markdown.
 """
@@ -87,11 +89,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("DEVICE", "COPY_GBPS", "MM_TFLOPS"),
         help="the limits a run on the device measured, instead of measuring them here",
     )
+    ap.add_argument(
+        "--latest", action="store_true", help="a later file's row of a task replaces an earlier's"
+    )
     args = ap.parse_args(argv)
-    recs = [
-        json.loads(line) for f in args.verdicts for line in Path(f).read_text().splitlines() if line.strip()
+    files = [
+        [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()] for f in args.verdicts
     ]
-    recs = best_of(recs)
+    if args.latest:
+        rows_of: dict[str, dict[str, Any]] = {}
+        for f in files:
+            rows_of.update({r["task"]: r for r in best_of(f)})
+        recs = [rows_of[t] for t in sorted(rows_of)]
+    else:
+        recs = best_of([r for f in files for r in f])
     if args.limits:
         peaks = given_peaks(args.backend, args.limits[0], float(args.limits[1]), float(args.limits[2]))
     else:

@@ -63,3 +63,18 @@ def test_verdicts_of_several_runs_make_one_table(tmp_path, capsys) -> None:
     rows = [line for line in out.splitlines() if line.startswith(("| gelu", "| mish"))]
     assert len(rows) == 2
     assert "variant 1" in rows[0] and "| 1.200 |" in rows[0]
+
+
+def test_latest_run_replaces_an_older_row(tmp_path, capsys) -> None:
+    """--latest: a run of changed kernels over an older run of every task: its rows win even when
+    slower; the tasks it did not judge keep the older rows."""
+    import json
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(rec("gelu", 0, 1.2)) + "\n" + json.dumps(rec("mish", 0, 1.4)) + "\n")
+    b.write_text(json.dumps(rec("gelu", 0, 1.5)) + "\n" + json.dumps(rec("gelu", 1, 1.3)) + "\n")
+    assert expert_table.main([str(a), str(b), "--limits", "NVIDIA H200", "4253.5", "51.06", "--latest"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| gelu", "| mish"))]
+    assert len(rows) == 2
+    assert "variant 1" in rows[0] and "| 1.300 |" in rows[0]  # b's best, not a's faster 1.2
+    assert "| 1.400 |" in rows[1]
