@@ -166,78 +166,6 @@ static void rows4_kernel(struct kf_buf *b, int n) {
                      "        }\n    }\n}\n\n");
 }
 
-/* kf_cols4: where every input is either the output's shape, contiguous ("full", read at the
- * output's index), or the same for every row (a per-column vector or a scalar, "held"): a thread
- * owns one float4 column and walks a chunk of rows, the held inputs read once into registers
- * instead of once per row (kf_rows4 reloads them with every row: a batch norm's pass reads
- * four per-column vectors beside x). Grid: column strips by chunks of rows. */
-static void cols4_kernel(struct kf_buf *b, int n) {
-    unsigned char all[64]; /* every input is held in aK by the code below */
-    memset(all, 1, sizeof(all));
-    struct kfw_row4 r = rows4(n);
-    r.held = all;
-    kf_buf_printf(b, "__global__ void kf_cols4(");
-    kfw_ew_params(b, n, "__restrict__");
-    dims_params(b, n);
-    kf_buf_printf(
-        b, ", int64_t rb, unsigned full) {\n    const int64_t rows = n / d3, len4 = d3 / 4;\n"
-           "    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
-           "    if (c >= len4)\n        return;\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b,
-                      "    const float4 h%d = (full >> %d & 1u) ? make_float4(0.0f, 0.0f, 0.0f, "
-                      "0.0f)\n        : s%d3 ? reinterpret_cast<const float4 *>(in%d)[c]\n"
-                      "              : make_float4(in%d[0], in%d[0], in%d[0], in%d[0]);\n",
-                      k, k, k, k, k, k, k, k);
-    kf_buf_printf(b, "    for (int64_t r0 = (int64_t)blockIdx.y * rb; r0 < rows; "
-                     "r0 += (int64_t)gridDim.y * rb) {\n"
-                     "        const int64_t r1 = r0 + rb < rows ? r0 + rb : rows;\n"
-                     "#pragma unroll 4\n"
-                     "        for (int64_t r = r0; r < r1; ++r) {\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b,
-                      "            const float4 a%d = (full >> %d & 1u) ? reinterpret_cast<const "
-                      "float4 *>(in%d)[r * len4 + c] : h%d;\n",
-                      k, k, k, k);
-    r.pad = 8;
-    kfw_row4_body(b, &r, "reinterpret_cast<float4 *>(out + r * d3)");
-    kf_buf_printf(b, "        }\n    }\n}\n\n");
-}
-
-/* the host's test for kf_cols4 and its launch: each input full (the output's contiguous
- * layout) or held (every row stride 0), one of them a per-column vector, 16-byte aligned */
-static void cols4_launch(struct kf_buf *b, int n) {
-    kf_buf_printf(b, "    {\n        const int64_t d0 = n / (d1 * d2 * d3);\n"
-                     "        unsigned full = 0;\n        bool ok = d3 >= 256 && d3 %% 4 == 0 && "
-                     "d3 / 4 <= 0x7fffffff && ((uintptr_t)out & 15) == 0, vector = false;\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(
-            b,
-            "        {\n            const bool f = s%d3 == 1 && (d2 == 1 || s%d2 == d3) && (d1 == "
-            "1 "
-            "|| s%d1 == d2 * d3) &&\n                (d0 == 1 || s%d0 == d1 * d2 * d3) && "
-            "((uintptr_t)in%d & 15) == 0;\n"
-            "            const bool h = (d2 == 1 || s%d2 == 0) && (d1 == 1 || s%d1 == 0) && (d0 "
-            "== 1 || s%d0 == 0) &&\n                (s%d3 == 0 || (s%d3 == 1 && ((uintptr_t)in%d & "
-            "15) == 0));\n"
-            "            ok = ok && (f || h);\n            full |= f ? 1u << %d : 0u;\n"
-            "            vector = vector || (!f && s%d3 == 1);\n        }\n",
-            k, k, k, k, k, k, k, k, k, k, k, k, k);
-    kf_buf_printf(
-        b, "        if (ok && vector) {\n"
-           "            const int64_t rows = n / d3, len4 = d3 / 4;\n"
-           "            const int64_t strips = (len4 + threads - 1) / threads;\n"
-           "            // about 4096 blocks, each a chunk of rows\n"
-           "            int64_t chunks = 4096 / strips;\n"
-           "            chunks = chunks < 1 ? 1 : chunks > rows ? rows : chunks;\n"
-           "            chunks = chunks < 65535 ? chunks : 65535;\n"
-           "            const int64_t rb = (rows + chunks - 1) / chunks;\n"
-           "            const dim3 grid((unsigned)strips, (unsigned)((rows + rb - 1) / rb));\n"
-           "            kf_cols4<<<grid, threads, 0, 0>>>(");
-    launch_args(b, n, ", rb, full");
-    kf_buf_printf(b, "            return (int)cudaGetLastError();\n        }\n    }\n");
-}
-
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
 static void rows4_launch(struct kf_buf *b, int n) {
@@ -252,11 +180,10 @@ static void rows4_launch(struct kf_buf *b, int n) {
     kf_buf_printf(b, "        return (int)cudaGetLastError();\n    }\n");
 }
 
-/* cuda: variant 0 takes kf_cols4 where it applies (a batch norm's pass: 1.27 ms in kf_rows4
- * against compile's 1.01 on the H200); variants 0 and 1 walk the output by rows of its last
- * dimension (one division per chunk of rows, threads along the row: coalesced when an input's last
- * stride is 1 or 0; four columns per thread where kf_rows4 applies), falling back to the flat
- * kernel when rows are short; variant 2 is the flat kernel alone (one index split per element). */
+/* cuda: variants 0 and 1 walk the output by rows of its last dimension (one division per chunk
+ * of rows, threads along the row: coalesced when an input's last stride is 1 or 0; four columns
+ * per thread where kf_rows4 applies), falling back to the flat kernel when rows are short; variant
+ * 2 is the flat kernel alone (one index split per element). */
 static char *cuda(const char *fn, const char *body, int n, int v) {
     static const int threads[] = {256, 512, 256};
     if (v > 2)
@@ -310,8 +237,6 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                           "                    ++i0;\n                }\n            }\n"
                           "        }\n    }\n}\n\n");
         rows4_kernel(&b, n);
-        if (v == 0)
-            cols4_kernel(&b, n);
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
@@ -321,8 +246,6 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                   "    const int threads = %d;\n",
                   threads[v]);
     fold_dims(&b, n);
-    if (v == 0)
-        cols4_launch(&b, n);
     if (v < 2) {
         rows4_launch(&b, n);
         kf_buf_printf(
