@@ -124,7 +124,7 @@ def judge_ms(fn: Callable[[], Any], guarded: bool) -> float:
             return fn()
 
     pol = policy.Policy(budget_s=0.5)
-    return timing.measure(lambda: call(), [[]], torch.device("cuda"), pol)["median_ms"]
+    return timing.measure(call, [[]], torch.device("cuda"), pol)["median_ms"]
 
 
 def build_all(names: list[str], variants: list[int], work: Path) -> dict[str, Any]:
