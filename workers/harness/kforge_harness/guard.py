@@ -96,12 +96,18 @@ class ComputeGuard(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+try:  # an internal API: bound once, as guard_active runs in every timed call
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
+except ImportError:  # pragma: no cover - depends on the PyTorch version
+    _mode_stack = None
+
+
 def guard_active(guard: ComputeGuard) -> bool:
     """True when ``guard`` is still on the dispatch-mode stack."""
+    if _mode_stack is None:
+        return True
     try:
-        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
-
-        return any(m is guard for m in _get_current_dispatch_mode_stack())
+        return any(m is guard for m in _mode_stack())
     except Exception:  # noqa: BLE001 - internal API; be conservative
         return True
 

@@ -1,6 +1,7 @@
 /* expert_model.c: what a plan writes: model_new.py (the module's parameters declared under the
  * reference's names, so that the judge's state_dict loads into them, and forward() calling the
  * steps in order) and each step's kernel file. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,27 @@ static const char HELPERS[] =
     "        m.register_buffer(leaf, t)\n\n\n"
     "def _alloc(shape, like, dtype=torch.float32):\n"
     "    return torch.empty(tuple(shape), dtype=dtype, device=like.device)\n\n\n"
+    "# An allocation or a view is an ATen call (about 8 us under the judge's guard, and the\n"
+    "# timer runs from the call): what does not leave a call is kept on the module.\n"
+    "def _scratch(m, slot, shape, like, dtype=torch.float32):\n"
+    "    \"\"\"The buffer of an intermediate that no output aliases, one per slot, made again\n"
+    "    when its shape, dtype or device differs. The kernels run on one stream, so a later\n"
+    "    call's kernels write it after this call's have read it; like a module that updates\n"
+    "    its buffers, one instance serves one caller at a time.\"\"\"\n"
+    "    shape = tuple(shape)\n"
+    "    t = m._kf_keep.get(slot)\n"
+    "    if t is None or t.shape != shape or t.dtype != dtype or t.device != like.device:\n"
+    "        t = m._kf_keep[slot] = torch.empty(shape, dtype=dtype, device=like.device)\n"
+    "    return t\n\n\n"
+    "def _scratch_new(m, slot, like, shape):\n"
+    "    return _scratch(m, slot, shape, like, like.dtype)\n\n\n"
+    "def _pview(m, slot, t, shape):\n"
+    "    \"\"\"A view of the module's tensor t, kept while t is the same tensor over the same\n"
+    "    memory (load_state_dict copies into it; .to() may move it).\"\"\"\n"
+    "    c = m._kf_keep.get(slot)\n"
+    "    if c is None or c[0] is not t or c[1] != t.data_ptr():\n"
+    "        c = m._kf_keep[slot] = (t, t.data_ptr(), t.view(shape))\n"
+    "    return c[2]\n\n\n"
     "# The shape helpers below run at every call, before the first kernel's launch, and the\n"
     "# judge's timer runs from the call: each is memoised on the shapes (and strides) it reads,\n"
     "# so a repeated call pays dictionary lookups, not tensor methods. They return tuples.\n"
@@ -115,6 +137,51 @@ static void declare_all(struct kf_buf *b, const json_t *list, int parameter) {
     }
 }
 
+/* The name a line "        tN = ..." assigns (length into *n), or NULL. */
+static const char *assigned(const char *line, size_t *n) {
+    if (strncmp(line, "        t", 9) != 0)
+        return NULL;
+    const char *name = line + 8;
+    size_t k = 1 + strspn(name + 1, "0123456789");
+    if (k == 1 || strncmp(name + k, " = ", 3) != 0)
+        return NULL;
+    *n = k;
+    return name;
+}
+
+/* Appends the planner's forward body with every allocation of a step's output other than the
+ * returned one ("tN = _alloc(" or "tN = X.new_empty(") made a _scratch kept between calls. The
+ * returned tensor is always new: a caller may keep it. Views of a step's output keep its name
+ * (expert_gemm.c, expert_conv.c), so no other name aliases it. */
+static void forward_body(struct kf_buf *b, const char *fwd) {
+    const char *ret = NULL; /* the last line of forward's own block that returns */
+    for (const char *line = fwd; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (strncmp(line, "        return ", 15) == 0)
+            ret = line;
+    size_t rn = ret ? strspn(ret + 15, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
+    for (const char *line = fwd; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        size_t n = 0;
+        const char *name = assigned(line, &n);
+        const char *rhs = name ? name + n + 3 : NULL;
+        bool kept = name && !(ret && rn == n && strncmp(ret + 15, name, n) == 0);
+        const char *dot = kept ? strstr(rhs, ".new_empty(") : NULL;
+        size_t like = dot ? strspn(rhs, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
+        if (kept && strncmp(rhs, "_alloc(", 7) == 0) {
+            kf_buf_printf(b, "%.*s_scratch(self, \"%.*s\", %.*s", (int)(rhs - line), line, (int)n,
+                          name, (int)(len - (size_t)(rhs + 7 - line)), rhs + 7);
+        } else if (dot && like > 0 && rhs + like == dot) {
+            const char *rest = dot + 11;
+            kf_buf_printf(b, "%.*s_scratch_new(self, \"%.*s\", %.*s, %.*s", (int)(rhs - line), line,
+                          (int)n, name, (int)like, rhs, (int)(len - (size_t)(rest - line)), rest);
+        } else {
+            kf_buf_printf(b, "%.*s", (int)len, line);
+        }
+        line += len;
+    }
+}
+
 char *kfx_plan_model(const struct kfx_plan *p) {
     struct kf_buf b = {0};
     kf_buf_printf(&b,
@@ -123,14 +190,18 @@ char *kfx_plan_model(const struct kfx_plan *p) {
                   "as kr\nimport "
                   "torch\nimport torch.nn as nn\n\n\n%s"
                   "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
-                  "        super().__init__()\n",
+                  "        super().__init__()\n        self._kf_keep = {}\n",
                   p->n_steps, p->n_steps == 1 ? "" : "s", HELPERS);
     declare_all(&b, json_object_get(p->graph, "parameters"), 1);
     declare_all(&b, json_object_get(p->graph, "buffers"), 0);
     kf_buf_printf(&b, "        self.k = kr.load()\n\n    def forward(self");
     for (int k = 0; k < p->n_inputs; k++)
         kf_buf_printf(&b, ", x%d", k);
-    kf_buf_printf(&b, "):\n%s", p->fwd && p->fwd->data ? p->fwd->data : "        pass\n");
+    kf_buf_printf(&b, "):\n");
+    if (p->fwd && p->fwd->data)
+        forward_body(&b, p->fwd->data);
+    else
+        kf_buf_printf(&b, "        pass\n");
     return b.data;
 }
 

@@ -22,6 +22,17 @@ void kfx_line(struct kfx_plan *p, const char *fmt, ...) {
     kf_buf_printf(p->fwd, "        %s\n", line);
 }
 
+void kfx_bind_param(struct kfx_plan *p, const char *local, const char *dotted, bool buffer) {
+    char expr[512] = "self";
+    size_t len = strlen(expr);
+    const char *part = dotted;
+    for (const char *dot; (dot = strchr(part, '.')) != NULL; part = dot + 1) {
+        snprintf(expr + len, sizeof(expr) - len, "._modules[\"%.*s\"]", (int)(dot - part), part);
+        len = strlen(expr);
+    }
+    kfx_line(p, "%s = %s._%s[\"%s\"]", local, expr, buffer ? "buffers" : "parameters", part);
+}
+
 static void shape_from(struct kfx_val *v, const json_t *out) {
     const json_t *shape = json_object_get(out, "shape");
     v->ndim = 0;
@@ -366,8 +377,9 @@ static void attribute(struct kfx_plan *p, const json_t *node, int k) {
         if (n && strcmp(n, target) == 0)
             buffer = true;
     }
-    char py[128];
-    snprintf(py, sizeof(py), "self.get_%s(\"%s\")", buffer ? "buffer" : "parameter", target);
+    char py[16];
+    snprintf(py, sizeof(py), "p%d", k);
+    kfx_bind_param(p, py, target, buffer);
     kfx_set_val(p, k, node, KFX_PARAM, py);
 }
 
