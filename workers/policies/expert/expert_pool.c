@@ -144,17 +144,40 @@ int kfx_pool_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_
 
 /* ---- the generated sources ---- */
 
+/* avg: `QUAL int64_t divisor(h, w, oy, ox)`, PyTorch's divisor of output (oy, ox), which
+ * window() and the pair kernel's finish() divide by. */
+static void divisor_fn(struct kf_buf *b, const char *qual) {
+    kf_buf_printf(b,
+                  "// As PyTorch: divisor_override, else the window clipped to the padded image\n"
+                  "// (count_include_pad), else the part of it inside the image.\n"
+                  "%s int64_t divisor(int64_t h, int64_t w, int64_t oy, int64_t ox) {\n"
+                  "    if (kDivisor != 0)\n"
+                  "        return kDivisor;\n"
+                  "    const int64_t y0 = oy * SH - PH, x0 = ox * SW - PW;\n"
+                  "    const int64_t y1 = y0 + KH < h + PH ? y0 + KH : h + PH;\n"
+                  "    const int64_t x1 = x0 + KW < w + PW ? x0 + KW : w + PW;\n"
+                  "    if (kCountPad)\n"
+                  "        return (y1 - y0) * (x1 - x0);\n"
+                  "    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;\n"
+                  "    const int64_t yb = y1 < h ? y1 : h, xb = x1 < w ? x1 : w;\n"
+                  "    return (yb - ya) * (xb - xa);\n"
+                  "}\n",
+                  qual);
+}
+
 /* The window's constants and `QUAL float window(in, h, w, oy, ox)`: one output of one plane. */
 static void window_fn(struct kf_buf *b, const struct pool_params *p, const char *qual) {
     kf_buf_printf(b,
                   "constexpr int64_t KH = %ld, KW = %ld, SH = %ld, SW = %ld, PH = %ld, PW = %ld, "
                   "DH = %ld, DW = %ld;\n",
                   p->k[0], p->k[1], p->s[0], p->s[1], p->p[0], p->p[1], p->d[0], p->d[1]);
-    if (!p->max)
+    if (!p->max) {
         kf_buf_printf(b,
                       "constexpr bool kCountPad = %s; // count_include_pad\n"
-                      "constexpr int64_t kDivisor = %ld; // divisor_override, 0: none\n",
+                      "constexpr int64_t kDivisor = %ld; // divisor_override, 0: none\n\n",
                       p->count_pad ? "true" : "false", p->divisor);
+        divisor_fn(b, qual);
+    }
     kf_buf_printf(b,
                   "\n// Output (oy, ox) of the plane at in (h x w).\n"
                   "%s float window(const float *__restrict in, int64_t h, int64_t w, int64_t oy, "
@@ -192,10 +215,8 @@ static void window_fn(struct kf_buf *b, const struct pool_params *p, const char 
                   "        }\n"
                   "        return s / static_cast<float>(kDivisor != 0 ? kDivisor : KH * KW);\n"
                   "    }\n"
-                  "    // as PyTorch: the padded window's size, then the part inside the image\n"
                   "    const int64_t y1 = y0 + KH < h + PH ? y0 + KH : h + PH;\n"
                   "    const int64_t x1 = x0 + KW < w + PW ? x0 + KW : w + PW;\n"
-                  "    const int64_t padded = (y1 - y0) * (x1 - x0);\n"
                   "    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;\n"
                   "    const int64_t yb = y1 < h ? y1 : h, xb = x1 < w ? x1 : w;\n"
                   "    float s = 0.0f;\n"
@@ -203,10 +224,7 @@ static void window_fn(struct kf_buf *b, const struct pool_params *p, const char 
                   "        for (int64_t xx = xa; xx < xb; ++xx)\n"
                   "            s += in[yy * w + xx];\n"
                   "    }\n"
-                  "    const int64_t div = kDivisor != 0 ? kDivisor\n"
-                  "                        : kCountPad   ? padded\n"
-                  "                                      : (yb - ya) * (xb - xa);\n"
-                  "    return s / static_cast<float>(div);\n"
+                  "    return s / static_cast<float>(divisor(h, w, oy, ox));\n"
                   "}\n\n");
 }
 
@@ -305,17 +323,8 @@ static const char PAIR[] =
     "    }\n"
     "}\n\n";
 
-/* avg: the sum over PyTorch's divisor (as window()); max: the maximum itself */
-static const char PAIR_AVG[] =
-    "    const int64_t y0 = oy * SH - PH, x0 = ox * SW - PW;\n"
-    "    if (kDivisor != 0)\n"
-    "        return a / static_cast<float>(kDivisor != 0 ? kDivisor : 1);\n"
-    "    const int64_t y1 = y0 + KH < h + PH ? y0 + KH : h + PH;\n"
-    "    const int64_t x1 = x0 + KW < w + PW ? x0 + KW : w + PW;\n"
-    "    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;\n"
-    "    const int64_t yb = y1 < h ? y1 : h, xb = x1 < w ? x1 : w;\n"
-    "    return a / static_cast<float>(kCountPad ? (y1 - y0) * (x1 - x0) : (yb - ya) * (xb - "
-    "xa));\n";
+/* avg: the sum over PyTorch's divisor (window_fn's divisor()); max: the maximum itself */
+static const char PAIR_AVG[] = "    return a / static_cast<float>(divisor(h, w, oy, ox));\n";
 
 /* The launcher's branch to the pair kernel: rows of a multiple of 4, output rows of half. */
 static const char PAIR_LAUNCH[] =
