@@ -344,6 +344,19 @@ for call in range(3):
         first = got  # kept alive: a later call must not write into it
         first_want = want
 report["first_intact"] = float((first - first_want).abs().max())
+
+# new weights, copied into the module's tensors (load_state_dict) and then put in their place
+# (assign=True): the kept views must follow both
+report["reloaded"] = []
+for assign in (False, True):
+    with torch.no_grad():
+        for t in ref.parameters():
+            t.add_(0.25 * torch.randn_like(t))
+    new.load_state_dict({k: v.clone() for k, v in ref.state_dict().items()}, assign=assign)
+    inputs = task.get_inputs()
+    with torch.no_grad():
+        want = ref(*inputs)
+    report["reloaded"].append(float((new(*inputs) - want).abs().max()))
 print(json.dumps(report))
 """
 
@@ -355,8 +368,9 @@ def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) 
     """The judge times a candidate from its call, under the runner's guard, where an allocation
     or a view is an ATen call through Python (expert_model.c): the intermediates' buffers and
     the parameters' views are kept on the module, so a repeated call allocates only the tensor
-    it returns; that tensor is new at every call, and the kept buffers, reused, still give the
-    reference's result for new inputs."""
+    it returns; that tensor is new at every call, the kept buffers, reused, still give the
+    reference's result for new inputs, and the kept views follow new weights, copied in or
+    assigned."""
     task = task_file(name, tmp_path)
     cand = tmp_path / "cand"
     g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand))
@@ -371,6 +385,7 @@ def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) 
     assert r["violations"] == []
     assert all(e < 1e-3 for e in r["errors"]), r["errors"]
     assert r["first_intact"] < 1e-3, "a later call wrote into an earlier call's output"
+    assert all(e < 1e-3 for e in r["reloaded"]), ("new weights not followed", r["reloaded"])
     assert len(set(r["outputs"])) == 3, "the returned tensor is not new at every call"
     assert r["keep"] == kept, r["kept"]
     allocations = {"empty", "new_empty", "empty_like", "empty_strided"}
