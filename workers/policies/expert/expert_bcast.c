@@ -117,9 +117,10 @@ static void fold_dims(struct kf_buf *b, int n) {
     kf_buf_printf(b, "    }\n");
 }
 
-/* kf_rows4's inputs in0.. as the float4 row pass (expert_ew.c) names them */
-static struct kfw_row4 rows4(int n) {
-    return (struct kfw_row4){.n = n, .elem = "kf_elem", .in = "in", .pad = 12};
+/* kf_rows4's inputs in0.. as the float4 row pass (expert_ew.c) names them; along: every input
+ * runs along the row (kf_rows4a) */
+static struct kfw_row4 rows4(int n, int along) {
+    return (struct kfw_row4){.n = n, .elem = "kf_elem", .in = "in", .pad = 12, .along = along};
 }
 
 /* kf_rows4: kf_rows with four columns per thread, for rows whose every input runs along the
@@ -128,8 +129,8 @@ static struct kfw_row4 rows4(int n) {
  * cover it, so a block works on several short rows at once; each group of threads splits its
  * first row's index once per chunk and counts up from there. The launch (rows4_launch) checks
  * the strides and the alignment at run time and otherwise falls through to kf_rows. */
-static void rows4_kernel(struct kf_buf *b, int n) {
-    kf_buf_printf(b, "__global__ void kf_rows4(");
+static void rows4_kernel(struct kf_buf *b, int n, int along) {
+    kf_buf_printf(b, "__global__ void kf_rows4%s(", along ? "a" : "");
     kfw_ew_params(b, n, "__restrict__");
     dims_params(b, n);
     kf_buf_printf(b, ", int64_t rb) {\n    const int64_t rows = n / d3;\n"
@@ -145,7 +146,7 @@ static void rows4_kernel(struct kf_buf *b, int n) {
                      "        if (r >= r1)\n            continue;\n"
                      "        int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n"
                      "        for (; r < r1; r += groups) {\n");
-    const struct kfw_row4 r = rows4(n);
+    const struct kfw_row4 r = rows4(n, along);
     for (int k = 0; k < n; k++) {
         kf_buf_printf(b,
                       "            const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 "
@@ -169,13 +170,18 @@ static void rows4_kernel(struct kf_buf *b, int n) {
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
 static void rows4_launch(struct kf_buf *b, int n) {
-    const struct kfw_row4 r = rows4(n);
+    const struct kfw_row4 r = rows4(n, 0);
     kfw_row4_check(b, &r, "vec", "d3 >= 64 && d3 % 4 == 0 && d3 / 4 <= 0x7fffffff");
     kf_buf_printf(b, "    if (vec) {\n        const int64_t rows = n / d3;\n"
                      "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
                      "        const int64_t chunks = (rows + rb - 1) / rb;\n"
                      "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"
-                     "        kf_rows4<<<(unsigned)blocks, threads, 0, 0>>>(");
+                     "        if (");
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%ss%d3 == 1", k ? " && " : "", k);
+    kf_buf_printf(b, ")\n            kf_rows4a<<<(unsigned)blocks, threads, 0, 0>>>(");
+    launch_args(b, n, ", rb");
+    kf_buf_printf(b, "        else\n            kf_rows4<<<(unsigned)blocks, threads, 0, 0>>>(");
     launch_args(b, n, ", rb");
     kf_buf_printf(b, "        return (int)cudaGetLastError();\n    }\n");
 }
@@ -236,7 +242,8 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                           "                if (++i1 == d1) {\n                    i1 = 0;\n"
                           "                    ++i0;\n                }\n            }\n"
                           "        }\n    }\n}\n\n");
-        rows4_kernel(&b, n);
+        rows4_kernel(&b, n, 0);
+        rows4_kernel(&b, n, 1);
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");

@@ -168,14 +168,17 @@ static bool row4_reads(const struct kfw_row4 *r, int k) {
 }
 
 void kfw_row4_base(struct kf_buf *b, const struct kfw_row4 *r, int k) {
-    if (row4_reads(r, k))
+    if (row4_reads(r, k) && !r->along)
         kf_buf_printf(b, "%*sconst float b%d = s%d3 ? 0.0f : p%d[0];\n", r->pad, "", k, k, k);
 }
 
 void kfw_row4_body(struct kf_buf *b, const struct kfw_row4 *r, const char *out4) {
     const int pad = r->pad + 4;
     for (int k = 0; k < r->n; k++)
-        if (row4_reads(r, k))
+        if (row4_reads(r, k) && r->along)
+            kf_buf_printf(b, "%*sconst float4 a%d = reinterpret_cast<const float4 *>(p%d)[c];\n",
+                          pad, "", k, k);
+        else if (row4_reads(r, k))
             kf_buf_printf(b,
                           "%*sconst float4 a%d = s%d3 ? reinterpret_cast<const float4 *>(p%d)[c] "
                           ": make_float4(b%d, b%d, b%d, b%d);\n",
