@@ -177,3 +177,23 @@ def test_compare_fast_path_agrees_with_the_general_one():
             assert fast["max_abs_err"] == pytest.approx(slow["max_abs_err"])
             assert fast["max_rel_err"] == pytest.approx(slow["max_rel_err"])
     assert compare.compare(near, ref)["pass"] and not compare.compare(far, ref)["pass"]
+
+
+def test_one_guard_serves_many_calls():
+    """The runner keeps one ComputeGuard for all its calls, its operators' verdicts cached: a
+    forbidden operator is stopped on every call, not only the first, and reset() clears what
+    the last call recorded."""
+    from kforge_harness.guard import ComputeGuard, ForbiddenOp
+
+    g = ComputeGuard()
+    x = torch.ones(8)
+    for _ in range(3):
+        g.reset()
+        with pytest.raises(ForbiddenOp):
+            with g:
+                torch.add(x, 1)
+        assert g.violations == ["add"]
+        g.reset()
+        with g:
+            y = torch.empty_like(x).view(2, 4)
+        assert g.violations == [] and g.ops == 2 and y.shape == (2, 4)

@@ -98,6 +98,12 @@ class ComputeGuard(TorchDispatchMode):
         self.ops = 0
         self._allowed: dict[Any, bool] = {}
 
+    def reset(self) -> None:
+        """Forgets the last call's violations and count; the operators' verdicts stay cached
+        (the runner keeps one guard for all its calls)."""
+        self.violations = []
+        self.ops = 0
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops += 1
         ok = self._allowed.get(func)

@@ -84,6 +84,8 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
+        # one guard for every call: its cache of operator verdicts then lasts across timed calls
+        self.guard = guardmod.ComputeGuard()
 
     # -- set-up -------------------------------------------------------------------------
     def _shadow_numpy_escapes(self) -> None:
@@ -169,7 +171,8 @@ class Runner:
         assert self.model is not None
         flags: list[str] = []
         calls_before = sum(k.calls for k in self.kernels)
-        g = guardmod.ComputeGuard()
+        g = self.guard
+        g.reset()
         self.foreign.clear()
         self.in_forward = True
         try:
