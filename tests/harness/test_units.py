@@ -179,21 +179,22 @@ def test_compare_fast_path_agrees_with_the_general_one():
     assert compare.compare(near, ref)["pass"] and not compare.compare(far, ref)["pass"]
 
 
-def test_one_guard_serves_many_calls():
-    """The runner keeps one ComputeGuard for all its calls, its operators' verdicts cached: a
-    forbidden operator is stopped on every call, not only the first, and reset() clears what
-    the last call recorded."""
-    from kforge_harness.guard import ComputeGuard, ForbiddenOp
+def test_the_guard_stops_a_forbidden_operator_on_every_call():
+    """The guard checks an operator by its packet (aten.add for aten.add.Tensor): a forbidden one
+    is stopped on every call, each overload of it too, and allocations and views pass."""
+    from kforge_harness.guard import ALLOWED_PACKETS, ComputeGuard, ForbiddenOp
 
-    g = ComputeGuard()
     x = torch.ones(8)
-    for _ in range(3):
-        g.reset()
-        with pytest.raises(ForbiddenOp):
-            with g:
-                torch.add(x, 1)
-        assert g.violations == ["add"]
-        g.reset()
+    for op in (lambda: torch.add(x, 1), lambda: torch.add(x, x), lambda: x.add_(1)):
+        for _ in range(2):
+            g = ComputeGuard()
+            with pytest.raises(ForbiddenOp):
+                with g:
+                    op()
+            assert g.violations in (["add"], ["add_"])
+        g = ComputeGuard()
         with g:
             y = torch.empty_like(x).view(2, 4)
         assert g.violations == [] and g.ops == 2 and y.shape == (2, 4)
+    assert isinstance(ALLOWED_PACKETS, frozenset) and torch.ops.aten.add not in ALLOWED_PACKETS
+    assert x.tolist() == [1.0] * 8, "a stopped operator never ran"

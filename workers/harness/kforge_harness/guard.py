@@ -78,15 +78,21 @@ class ForbiddenOp(BaseException):  # noqa: N818 - it is a BaseException on purpo
     """Raised inside forward when ModelNew calls a PyTorch compute operator."""
 
 
+# The same as operator packets (torch.ops.aten.empty for aten.empty.memory_format): checking a
+# call's packet costs one attribute and one set lookup, where its name cost hasattr and a string.
+# Immutable, so a candidate that reached the guard could not widen what it allows.
+ALLOWED_PACKETS = frozenset(getattr(torch.ops.aten, name) for name in ALLOWED_OPS)
+
+
 class ComputeGuard(TorchDispatchMode):
     """Records forbidden ATen ops. ``violations`` holds their names in call order.
 
     The judge times a candidate's calls under this guard and the baselines without one, so its
     cost is the candidate's: every ATen call of a forward passes through __torch_dispatch__ in
     Python. It is kept small (on the H200's host the guard cost a 1.5 ms forward 40 to 80 us,
-    bench/host_gap.py): the verdict of each operator is cached on the operator object, and
-    __torch_dispatch__ is not wrapped in torch._disable_dynamo (about a third of the cost of an
-    allowed op; dynamo has no business inside a forward that may not compute)."""
+    bench/host_gap.py): an operator is checked by its packet, and __torch_dispatch__ is not
+    wrapped in torch._disable_dynamo (about a third of the cost of an allowed op; dynamo has no
+    business inside a forward that may not compute)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -96,28 +102,14 @@ class ComputeGuard(TorchDispatchMode):
         super().__init__()
         self.violations: list[str] = []
         self.ops = 0
-        self._allowed: dict[Any, bool] = {}
-
-    def reset(self) -> None:
-        """Forgets the last call's violations and count; the operators' verdicts stay cached
-        (the runner keeps one guard for all its calls)."""
-        self.violations = []
-        self.ops = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops += 1
-        ok = self._allowed.get(func)
-        if ok is None:
-            ok = self._allowed[func] = _name(func) in ALLOWED_OPS
-        if not ok:
-            name = _name(func)
+        if getattr(func, "overloadpacket", None) not in ALLOWED_PACKETS:
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             self.violations.append(name)
             raise ForbiddenOp(f"PyTorch operator aten.{name} called from ModelNew")
         return func(*args, **(kwargs or {}))
-
-
-def _name(func: Any) -> str:
-    return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
 
 
 try:  # an internal API: bound once, as guard_active runs in every timed call

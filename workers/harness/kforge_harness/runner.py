@@ -84,8 +84,6 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
-        # one guard for every call: its cache of operator verdicts then lasts across timed calls
-        self.guard = guardmod.ComputeGuard()
 
     # -- set-up -------------------------------------------------------------------------
     def _shadow_numpy_escapes(self) -> None:
@@ -171,8 +169,7 @@ class Runner:
         assert self.model is not None
         flags: list[str] = []
         calls_before = sum(k.calls for k in self.kernels)
-        g = self.guard
-        g.reset()
+        g = guardmod.ComputeGuard()
         self.foreign.clear()
         self.in_forward = True
         try:

@@ -36,6 +36,12 @@ static const char SPLIT[] = "        const int64_t i3 = i %% d3;\n"
                             "        const int64_t i1 = t %% d1;\n"
                             "        const int64_t i0 = t / d1;\n";
 
+/* "s03 == 1 && s13 == 1 ...": every input runs along the row */
+static void along_test(struct kf_buf *b, int n) {
+    for (int k = 0; k < n; k++)
+        kf_buf_printf(b, "%ss%d3 == 1", k ? " && " : "", k);
+}
+
 /* elem_call over each input's row pointer pK: pK[i3] where along (every input's sK3 == 1),
  * pK[i3 * sK3] otherwise */
 static void row_elem_call(struct kf_buf *b, int n, bool along) {
@@ -71,9 +77,8 @@ static char *cpu(const char *fn, const char *body, int n, int v) {
         elem_call(&b, n);
         kf_buf_printf(&b, ";\n    }\n");
     } else {
-        kf_buf_printf(&b, "    const bool along = true");
-        for (int k = 0; k < n; k++)
-            kf_buf_printf(&b, " && s%d3 == 1", k);
+        kf_buf_printf(&b, "    const bool along = ");
+        along_test(&b, n);
         kf_buf_printf(
             &b, ";\n    const int64_t rows = n / d3;\n"
                 "#pragma omp parallel for schedule(static)\n"
@@ -204,8 +209,7 @@ static void rows4_launch(struct kf_buf *b, int n) {
                      "        const int64_t chunks = (rows + rb - 1) / rb;\n"
                      "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"
                      "        if (");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "%ss%d3 == 1", k ? " && " : "", k);
+    along_test(b, n);
     kf_buf_printf(b, ")\n            kf_rows4a<<<(unsigned)blocks, threads, 0, 0>>>(");
     launch_args(b, n, ", rb");
     kf_buf_printf(b, "        else\n            kf_rows4<<<(unsigned)blocks, threads, 0, 0>>>(");
