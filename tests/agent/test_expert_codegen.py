@@ -71,6 +71,13 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
     "max_tuple": ("return torch.max(x * y, dim=1, keepdim=True)[0] + torch.min(x, 0).values.sum()", "64, 32"),
     "mean_var_like": ("return (x - x.mean(-1, keepdim=True)) * y.sum(1, keepdim=True).sigmoid()", "64, 32"),
     "log_softmax_dim0": ("return F.log_softmax(x * y, dim=0)", "64, 32"),
+    # softplus with its parameters (its threshold crossed), and tanh(softplus) and Mish in one
+    # exponential (expert_ew.c's kfw_tanh_softplus) on both sides of the threshold of 20
+    "softplus_kw": (
+        "return F.softplus(x * 4, beta=2.0, threshold=5.0) + torch.tanh(F.softplus(y * 12))",
+        "64, 32",
+    ),
+    "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 
 
@@ -191,6 +198,12 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("rms_norm", "cuda") == ["reduce"]
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]
     assert kinds("mean_dim_tanh", "cuda") == ["reduce", "ew"]  # the pass is not of x's shape
+    # Mish's tanh(softplus(x)) is one exponential and a division: no log1p, no tanh
+    for name in ("mish", "mish_spellings"):
+        src = generate("cuda", graph_of(task_file(name, tmp_path), tmp_path, "cuda"))["steps"][0]["variants"][
+            0
+        ]
+        assert "log1pf" not in src and "tanhf" not in src and "expf(" in src, src
 
     def held(task: Path) -> list[tuple[str, str]]:
         g = generate("cuda", graph_of(task, tmp_path, "cuda"))

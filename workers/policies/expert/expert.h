@@ -33,6 +33,10 @@ const char *kfw_short_name(const char *target);
 /* A float literal of C for v ("2.0f", "1e-05f") in buf. */
 const char *kfw_ew_lit(double v, char buf[40]);
 
+/* tanh of sp, where sp is softplus's default expression of some x, in one exponential: 0, or -1
+ * when sp is not that form. */
+int kfw_tanh_softplus(const char *sp, char *e, size_t n);
+
 /* The C expression of elementwise operator op (a short name) with keyword arguments kw over the
  * operand expressions a and b (nargs of them: 1 or 2) into e; 0, or -1 when op is not one. */
 int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,

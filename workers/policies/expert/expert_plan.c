@@ -303,6 +303,17 @@ static int arg_text(const struct kfx_plan *p, const json_t *a, char *out, size_t
     return 0;
 }
 
+/* tanh of the lazy val a ("vK") when that val is a softplus: one exponential (expert_ew.c's
+ * kfw_tanh_softplus; Mish written out as x * tanh(softplus(x))). 0, or -1. */
+static int tanh_softplus(const struct kfx_plan *p, const char *a, char *e, size_t n) {
+    char *end = NULL;
+    long k = a[0] == 'v' ? strtol(a + 1, &end, 10) : -1;
+    if (k < 0 || k >= p->n_vals || *end != '\0' || p->val[k].kind != KFX_LAZY ||
+        p->val[k].expr == NULL)
+        return -1;
+    return kfw_tanh_softplus(p->val[k].expr, e, n);
+}
+
 /* An elementwise node: val k becomes lazy. 1 handled, 0 not elementwise, -1 unsupported. */
 static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     const char *op = json_string_value(json_object_get(node, "op"));
@@ -354,7 +365,12 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
             snprintf(e, sizeof(e), "fminf(fmaxf(%s, 0.0f), 6.0f)", a);
             rc = 1;
         } else if (strcmp(s, "mish") == 0) {
-            snprintf(e, sizeof(e), "%s * tanhf(%s > 20.0f ? %s : log1pf(expf(%s)))", a, a, a, a);
+            char sp[160], t[512];
+            snprintf(sp, sizeof(sp), "%s > 20.0f ? %s : log1pf(expf(%s))", a, a, a);
+            kfw_tanh_softplus(sp, t, sizeof(t));
+            snprintf(e, sizeof(e), "%s * (%s)", a, t);
+            rc = 1;
+        } else if (na == 1 && strcmp(s, "tanh") == 0 && tanh_softplus(p, a, e, sizeof(e)) == 0) {
             rc = 1;
         } else if (kfw_ew_expr(s, kw, a, b, (int)na, e, sizeof(e)) == 0) {
             rc = 1;
