@@ -18,7 +18,7 @@ tasks=()
 [ -n "${TASKS:-}" ] && tasks=(--tasks $TASKS)
 # the stack that is up (--var): bench/expert_bench.py runs run_examples.py's episodes on it and
 # measures the copy bandwidth and mm peak before and after them, for the table's fractions
-timeout "$((LIMIT + 90))" python3 bench/expert_bench.py --backend cuda --var "$dir/var" \
+timeout "$((LIMIT + 200))" python3 bench/expert_bench.py --backend cuda --var "$dir/var" \
   --kforge "$dir/kforge/bin/kforge" --deadline "$LIMIT" --json "$OUT/main/bench.json" "${tasks[@]}" \
   >"$OUT/main/table.txt" 2>"$OUT/main/progress.txt"
 echo "expert_bench exit $?" >>"$OUT/main/table.txt"
