@@ -199,32 +199,6 @@ static void rows4_kernel(struct kf_buf *b, int n, int along) {
                      "        }\n    }\n}\n\n");
 }
 
-/* kf_flat4: the pass over a (rows, d3) output whose every input is either a matrix of its
- * layout or one row repeated (a batch norm's statistics and affine over (batch, features), a
- * bias over a matrix): one float4 of the output a thread, a row vector's float4 at the column
- * i % (d3 / 4). On the H200 such a pass (batch_norm1d_relu's, 2 GiB in and 2 GiB out) ran at
- * 1.003 ms written this way, 1.035 as rows without kf_rows4's stride test, and cudaMemcpy of
- * the same bytes at 1.007 (bench/README.md). Each input's float4 index is i (sK2 == d3) or the
- * column (sK2 == 0): its pointer pK starts at the row's first element or at the vector. */
-static void flat4_kernel(struct kf_buf *b, int n) {
-    kf_buf_printf(b, "__global__ void kf_flat4(");
-    kfw_ew_params(b, n, "__restrict__");
-    dims_params(b, n);
-    kf_buf_printf(b, ") {\n    const int64_t n4 = n / 4, c4 = d3 / 4;\n"
-                     "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
-                     "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; "
-                     "i < n4; i += stride) {\n"
-                     "        const int64_t c = i %% c4, row = (i - c) * 4;\n");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "        const float *__restrict__ p%d = in%d + (s%d2 ? row : 0);\n", k, k,
-                      k);
-    kf_buf_printf(b, "        float4 *__restrict__ o = reinterpret_cast<float4 *>(out + row);\n");
-    struct kfw_row4 r = rows4(n, 1);
-    r.pad = 4;
-    kfw_row4_body(b, &r, "o");
-    kf_buf_printf(b, "    }\n}\n\n");
-}
-
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
 static void rows4_launch(struct kf_buf *b, int n) {
@@ -235,16 +209,6 @@ static void rows4_launch(struct kf_buf *b, int n) {
                      "        const int64_t chunks = (rows + rb - 1) / rb;\n"
                      "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"
                      "        if (");
-    along_test(b, n);
-    kf_buf_printf(b, " && d1 == 1 && n == d2 * d3");
-    for (int k = 0; k < n; k++)
-        kf_buf_printf(b, " && (s%d2 == d3 || s%d2 == 0)", k, k);
-    kf_buf_printf(b,
-                  ") {\n            const int64_t n4 = n / 4, fb = (n4 + threads - 1) / threads;\n"
-                  "            kf_flat4<<<(unsigned)(fb < 0x7fffffff ? fb : 0x7fffffff), threads, "
-                  "0, 0>>>(");
-    launch_args(b, n, "");
-    kf_buf_printf(b, "        } else if (");
     along_test(b, n);
     kf_buf_printf(b, ")\n            kf_rows4a<<<(unsigned)blocks, threads, 0, 0>>>(");
     launch_args(b, n, ", rb");
@@ -311,7 +275,6 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                           "        }\n    }\n}\n\n");
         rows4_kernel(&b, n, 0);
         rows4_kernel(&b, n, 1);
-        flat4_kernel(&b, n);
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
