@@ -77,6 +77,14 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "return F.softplus(x * 4, beta=2.0, threshold=5.0) + torch.tanh(F.softplus(y * 12))",
         "64, 32",
     ),
+    # the less common one-operand operators (expert_unary.c), positional and keyword spellings
+    "unary_zoo": (
+        "return (F.selu(x) + F.celu(y, 0.7) - F.softsign(x) * F.logsigmoid(y) + torch.square(x) * 0.1"
+        " + torch.erf(y) + torch.log1p(x.abs()) + torch.expm1(y * 0.5) + torch.floor(x * 3)"
+        " + torch.round(y * 2) + F.softshrink(x, 0.3) + F.hardshrink(y, lambd=0.4) + F.tanhshrink(x)"
+        " + F.threshold(y, 0.1, 2.0) + torch.clamp_min(x, -0.5) + torch.sign(y) + torch.reciprocal(x.abs() + 1))",
+        "64, 32",
+    ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 

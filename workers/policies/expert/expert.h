@@ -37,6 +37,10 @@ const char *kfw_ew_lit(double v, char buf[40]);
  * when sp is not that form. */
 int kfw_tanh_softplus(const char *sp, char *e, size_t n);
 
+/* The less common one-operand operators (expert_unary.c): op of a with keywords kw into e; 0,
+ * or -1 when op is not one of them. */
+int kfw_unary_more(const char *op, const json_t *kw, const char *a, char *e, size_t n);
+
 /* The C expression of elementwise operator op (a short name) with keyword arguments kw over the
  * operand expressions a and b (nargs of them: 1 or 2) into e; 0, or -1 when op is not one. */
 int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,

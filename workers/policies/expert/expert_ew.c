@@ -128,7 +128,7 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
             snprintf(e, n, "fminf(fmaxf(%s, %s), %s)", a, num_kw(kw, "min", -3.4e38, k1),
                      num_kw(kw, "max", 3.4e38, k2));
         else
-            return -1;
+            return kfw_unary_more(op, kw, a, e, n);
         return 0;
     }
     if (nargs == 2) {

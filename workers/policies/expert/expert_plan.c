@@ -280,6 +280,14 @@ static const char *module_op(const char *type) {
         {"Identity", "identity"},
         {"ReLU6", "relu6"},
         {"Mish", "mish"},
+        {"SELU", "selu"},
+        {"CELU", "celu"},
+        {"Softsign", "softsign"},
+        {"LogSigmoid", "log_sigmoid"},
+        {"Softshrink", "softshrink"},
+        {"Hardshrink", "hardshrink"},
+        {"Tanhshrink", "tanhshrink"},
+        {"Threshold", "threshold"},
     };
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(map[i][0], type) == 0)
@@ -342,12 +350,28 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
         na = 1;
         s = "clamp";
     }
-    if ((strcmp(s, "leaky_relu") == 0 || strcmp(s, "hardtanh") == 0 || strcmp(s, "elu") == 0) &&
+    /* torch.clamp_min(x, v) and torch.clamp_max(x, v): clamp's keywords */
+    if ((strcmp(s, "clamp_min") == 0 || strcmp(s, "clamp_max") == 0) && na == 2 &&
+        json_is_number(json_array_get(args, 1))) {
+        json_object_set(kw, strcmp(s, "clamp_min") == 0 ? "min" : "max", json_array_get(args, 1));
+        na = 1;
+        s = "clamp";
+    }
+    /* F.threshold(x, threshold, value), traced as torch.nn.functional._threshold */
+    if ((strcmp(s, "_threshold") == 0 || strcmp(s, "threshold") == 0) && na >= 3) {
+        json_object_set(kw, "threshold", json_array_get(args, 1));
+        json_object_set(kw, "value", json_array_get(args, 2));
+        na = 1;
+        s = "threshold";
+    }
+    if ((strcmp(s, "leaky_relu") == 0 || strcmp(s, "hardtanh") == 0 || strcmp(s, "elu") == 0 ||
+         strcmp(s, "celu") == 0 || strcmp(s, "softshrink") == 0 || strcmp(s, "hardshrink") == 0) &&
         na >= 2 && json_is_number(json_array_get(args, 1))) {
         json_object_set(kw,
-                        strcmp(s, "leaky_relu") == 0 ? "negative_slope"
-                        : strcmp(s, "elu") == 0      ? "alpha"
-                                                     : "min_val",
+                        strcmp(s, "leaky_relu") == 0                      ? "negative_slope"
+                        : strcmp(s, "elu") == 0 || strcmp(s, "celu") == 0 ? "alpha"
+                        : strcmp(s, "hardtanh") == 0                      ? "min_val"
+                                                                          : "lambd",
                         json_array_get(args, 1));
         if (na >= 3 && strcmp(s, "hardtanh") == 0)
             json_object_set(kw, "max_val", json_array_get(args, 2));
