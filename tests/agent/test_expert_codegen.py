@@ -85,6 +85,14 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + F.threshold(y, 0.1, 2.0) + torch.clamp_min(x, -0.5) + torch.sign(y) + torch.reciprocal(x.abs() + 1))",
         "64, 32",
     ),
+    # p-norms as a sum of |x| or x * x and a lazy square root (an L2 normalisation fuses), and
+    # products (double accumulators)
+    "norms": (
+        "return x / torch.norm(x, p=2, dim=1, keepdim=True) + torch.norm(y, p='fro')"
+        " - torch.linalg.vector_norm(x, ord=1, dim=0) + x.norm(dim=-1, keepdim=True)",
+        "64, 32",
+    ),
+    "prod": ("return torch.prod(1 + 0.1 * x, dim=1, keepdim=True) * y + (1 - 0.05 * y).prod(0)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 
@@ -206,6 +214,11 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("rms_norm", "cuda") == ["reduce"]
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]
     assert kinds("mean_dim_tanh", "cuda") == ["reduce", "ew"]  # the pass is not of x's shape
+    # an L2 normalisation: the sum of squares and the pass that divides by its root, one kernel
+    l2 = tmp_path / "l2_normalise.py"
+    l2.write_text(TASK_LIKE.replace("{body}", "return x / torch.norm(x, p=2, dim=-1, keepdim=True) + y")
+                  .replace("{yshape}", "64, 32"))  # fmt: skip
+    assert [st["kind"] for st in generate("cuda", graph_of(l2, tmp_path, "cuda"))["steps"]] == ["reduce"]
     # Mish's tanh(softplus(x)) is one exponential and a division: no log1p, no tanh
     for name in ("mish", "mish_spellings"):
         src = generate("cuda", graph_of(task_file(name, tmp_path), tmp_path, "cuda"))["steps"][0]["variants"][

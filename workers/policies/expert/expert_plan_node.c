@@ -95,11 +95,61 @@ static bool boolean(const json_t *v) {
     return json_is_true(v);
 }
 
-/* sum, mean, amax, amin, argmax, argmin, logsumexp, max/min (with a dim: a tuple). */
+/* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
+static int new_lazy(struct kfx_plan *p, int like, const char *expr) {
+    if (p->n_vals >= KFX_MAX_VALS)
+        return -1;
+    int a = p->n_vals++;
+    struct kfx_val *v = &p->val[a];
+    memset(v, 0, sizeof(*v));
+    v->kind = KFX_LAZY;
+    v->ndim = p->val[like].ndim;
+    memcpy(v->shape, p->val[like].shape, sizeof(v->shape));
+    v->expr = strdup(expr);
+    return v->expr ? a : -1;
+}
+
+/* torch.norm(x, p, dim, keepdim), x.norm(..) and torch.linalg.vector_norm(x, ord, dim, keepdim)
+ * for p = 1 and p = 2 (also "fro"): a sum over |x| or x * x (the reduction's prologue), then
+ * the square root, lazy, so that what follows (x / norm: an L2 normalisation) fuses with it. */
+static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                 size_t dlen) {
+    bool vec = !strcmp(s, "vector_norm") || !strcmp(s, "linalg_vector_norm");
+    if (strcmp(s, "norm") != 0 && !vec)
+        return 0;
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *pj = arg(node, 1, vec ? "ord" : "p");
+    const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
+    double pv = pj == NULL || json_is_null(pj) ? 2.0
+                : json_is_number(pj)           ? json_number_value(pj)
+                : json_is_string(pj) && !strcmp(json_string_value(pj), "fro") ? 2.0
+                                                                              : 0.0;
+    if (in < 0 || (pv != 1.0 && pv != 2.0) || (dt && !json_is_null(dt))) {
+        snprintf(detail, dlen, "%s other than p = 1, 2 or 'fro', or with a dtype (not yet)", s);
+        return -1;
+    }
+    char e[64];
+    snprintf(e, sizeof(e), pv == 1.0 ? "fabsf(v%d)" : "v%d * v%d", in, in);
+    int a = new_lazy(p, in, e);
+    int r = a < 0 || p->n_vals >= KFX_MAX_VALS ? -1 : p->n_vals++;
+    if (r < 0) {
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+        return -1;
+    }
+    memset(&p->val[r], 0, sizeof(p->val[r]));
+    int rc = reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
+                    detail, dlen);
+    if (rc != 1)
+        return rc;
+    snprintf(e, sizeof(e), pv == 1.0 ? "v%d" : "sqrtf(v%d)", r);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+/* sum, mean, prod, amax, amin, argmax, argmin, logsumexp, max/min (with a dim: a tuple). */
 static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                      size_t dlen) {
-    static const char *const ops[] = {"sum",    "mean",      "amax", "amin", "argmax",
-                                      "argmin", "logsumexp", "max",  "min",  NULL};
+    static const char *const ops[] = {"sum",       "mean", "amax", "amin", "argmax", "argmin",
+                                      "logsumexp", "max",  "min",  "prod", NULL};
     if (!is(s, ops))
         return 0;
     int in = kfx_arg_val(p, arg(node, 0, "input"));
@@ -493,6 +543,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
     int rc = reduction(p, node, k, s, detail, dlen);
+    if (rc == 0)
+        rc = pnorm(p, node, k, s, detail, dlen);
     if (rc != 0)
         return rc;
     return norm(p, node, k, s, NULL, detail, dlen);

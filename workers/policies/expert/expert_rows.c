@@ -1,5 +1,5 @@
 /* expert_rows.c: the expert's kernels that reduce along a dimension: reductions (sum, mean,
- * amax, amin, argmax, argmin, logsumexp), softmax and log-softmax, and the moments (mean and
+ * amax, amin, argmax, argmin, logsumexp, prod), softmax and log-softmax, and the moments (mean and
  * 1/std) of the norms. The input is read through the step's prologue (kf_elem over its
  * leaves, all of the input's shape), so an elementwise chain before the reduction costs no pass.
  *
@@ -51,13 +51,20 @@ static void acc_code(struct kf_buf *b, const char *op, const char *qual) {
     bool lse = strcmp(op, "logsumexp") == 0 || strcmp(op, "softmax") == 0 ||
                strcmp(op, "log_softmax") == 0;
     bool sum = strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0;
+    bool prod = strcmp(op, "prod") == 0;
     bool mx = strcmp(op, "amax") == 0 || strcmp(op, "argmax") == 0;
-    const char *init = sum ? "0.0f" : lse || mx ? "-INFINITY" : "INFINITY";
-    /* sums accumulate in double: a long serial sum in float loses what the judge measures */
+    const char *init = sum ? "0.0f" : prod ? "1.0f" : lse || mx ? "-INFINITY" : "INFINITY";
+    /* sums accumulate in double: a long serial sum in float loses what the judge measures; a
+     * product too, so that no partial product over- or underflows where the result does not */
     kf_buf_printf(b, "struct Acc {\n    %s v;\n    float s;\n    int64_t i;\n};\n\n",
-                  sum ? "double" : "float");
+                  sum || prod ? "double" : "float");
     kf_buf_printf(b, "%s Acc acc_init() { return Acc{%s, 0.0f, INT64_MAX}; }\n\n", qual, init);
-    if (sum) {
+    if (prod) {
+        kf_buf_printf(b,
+                      "%s void acc_add(Acc &a, float x, int64_t) { a.v *= x; }\n"
+                      "%s Acc acc_merge(Acc a, Acc b) { a.v *= b.v; return a; }\n",
+                      qual, qual);
+    } else if (sum) {
         kf_buf_printf(b,
                       "%s void acc_add(Acc &a, float x, int64_t) { a.v += x; }\n"
                       "%s Acc acc_merge(Acc a, Acc b) { a.v += b.v; return a; }\n",
