@@ -93,6 +93,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     "prod": ("return torch.prod(1 + 0.1 * x, dim=1, keepdim=True) * y + (1 - 0.05 * y).prod(0)", "64, 32"),
+    # variance and standard deviation in both signatures, corrections 1 and 0
+    "variance": (
+        "return torch.var(x, dim=1, keepdim=True) * y + x.std(0) - torch.var(x, 1, False, True)"
+        " + torch.std(y, dim=0, correction=0, keepdim=True)",
+        "64, 32",
+    ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 

@@ -109,6 +109,38 @@ static int new_lazy(struct kfx_plan *p, int like, const char *expr) {
     return v->expr ? a : -1;
 }
 
+/* torch.var and torch.std (functions and methods) with correction 0 or 1, in either
+ * signature: (x, dim, unbiased, keepdim) or (x, dim, *, correction, keepdim); expert_rows.c's
+ * var0, var1, std0 and std1 accumulators. */
+static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                    size_t dlen) {
+    if (strcmp(s, "var") != 0 && strcmp(s, "std") != 0)
+        return 0;
+    const json_t *kw = json_object_get(node, "kwargs");
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dim = arg(node, 1, "dim"), *ub = arg(node, 2, "unbiased");
+    const json_t *cj = json_object_get(kw, "correction"), *dt = json_object_get(kw, "dtype");
+    double corr = 1.0;
+    if (json_is_boolean(dim)) { /* torch.var(x, unbiased) */
+        corr = json_is_true(dim);
+        dim = NULL;
+    }
+    if (json_is_boolean(ub))
+        corr = json_is_true(ub);
+    if (cj && !json_is_null(cj))
+        corr = json_is_number(cj) ? json_number_value(cj) : -1.0;
+    if (in < 0 || (corr != 0.0 && corr != 1.0) || (dt && !json_is_null(dt))) {
+        snprintf(detail, dlen, "%s with a correction other than 0 or 1, or a dtype (not yet)", s);
+        return -1;
+    }
+    const json_t *kd = json_object_get(kw, "keepdim");
+    if (kd == NULL && json_is_boolean(ub))
+        kd = arg(node, 3, NULL);
+    char op[8];
+    snprintf(op, sizeof(op), "%s%d", s, (int)corr);
+    return reduce(p, node, k, in, op, dim, boolean(kd), detail, dlen);
+}
+
 /* torch.norm(x, p, dim, keepdim), x.norm(..) and torch.linalg.vector_norm(x, ord, dim, keepdim)
  * for p = 1 and p = 2 (also "fro"): a sum over |x| or x * x (the reduction's prologue), then
  * the square root, lazy, so that what follows (x / norm: an L2 normalisation) fuses with it. */
@@ -545,6 +577,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     int rc = reduction(p, node, k, s, detail, dlen);
     if (rc == 0)
         rc = pnorm(p, node, k, s, detail, dlen);
+    if (rc == 0)
+        rc = variance(p, node, k, s, detail, dlen);
     if (rc != 0)
         return rc;
     return norm(p, node, k, s, NULL, detail, dlen);

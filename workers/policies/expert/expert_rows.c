@@ -1,6 +1,6 @@
 /* expert_rows.c: the expert's kernels that reduce along a dimension: reductions (sum, mean,
- * amax, amin, argmax, argmin, logsumexp, prod), softmax and log-softmax, and the moments (mean and
- * 1/std) of the norms. The input is read through the step's prologue (kf_elem over its
+ * amax, amin, argmax, argmin, logsumexp, prod, var, std), softmax and log-softmax, and the moments
+ * (mean and 1/std) of the norms. The input is read through the step's prologue (kf_elem over its
  * leaves, all of the input's shape), so an elementwise chain before the reduction costs no pass.
  *
  * Geometry, passed at every call by model_new.py (_geom): the input is [outer, red, inner];
@@ -52,14 +52,24 @@ static void acc_code(struct kf_buf *b, const char *op, const char *qual) {
                strcmp(op, "log_softmax") == 0;
     bool sum = strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0;
     bool prod = strcmp(op, "prod") == 0;
+    /* var0, var1, std0, std1: the variance (standard deviation) with correction 0 or 1, from
+     * the sum and the sum of squares in double */
+    bool var = strncmp(op, "var", 3) == 0 || strncmp(op, "std", 3) == 0;
     bool mx = strcmp(op, "amax") == 0 || strcmp(op, "argmax") == 0;
-    const char *init = sum ? "0.0f" : prod ? "1.0f" : lse || mx ? "-INFINITY" : "INFINITY";
+    const char *init = sum || var ? "0.0f" : prod ? "1.0f" : lse || mx ? "-INFINITY" : "INFINITY";
     /* sums accumulate in double: a long serial sum in float loses what the judge measures; a
      * product too, so that no partial product over- or underflows where the result does not */
-    kf_buf_printf(b, "struct Acc {\n    %s v;\n    float s;\n    int64_t i;\n};\n\n",
-                  sum || prod ? "double" : "float");
+    kf_buf_printf(b, "struct Acc {\n    %s v;\n    %s s;\n    int64_t i;\n};\n\n",
+                  sum || prod || var ? "double" : "float", var ? "double" : "float");
     kf_buf_printf(b, "%s Acc acc_init() { return Acc{%s, 0.0f, INT64_MAX}; }\n\n", qual, init);
-    if (prod) {
+    if (var) {
+        kf_buf_printf(b,
+                      "%s void acc_add(Acc &a, float x, int64_t) {\n"
+                      "    a.v += x;\n    a.s += (double)x * x;\n}\n"
+                      "%s Acc acc_merge(Acc a, Acc b) {\n"
+                      "    a.v += b.v;\n    a.s += b.s;\n    return a;\n}\n",
+                      qual, qual);
+    } else if (prod) {
         kf_buf_printf(b,
                       "%s void acc_add(Acc &a, float x, int64_t) { a.v *= x; }\n"
                       "%s Acc acc_merge(Acc a, Acc b) { a.v *= b.v; return a; }\n",
@@ -100,7 +110,12 @@ static void acc_code(struct kf_buf *b, const char *op, const char *qual) {
                       "b : a; }\n",
                       qual, mx ? '>' : '<', qual, qual);
     }
-    const char *fin = strcmp(op, "mean") == 0    ? "a.v / (float)red"
+    char vfin[160];
+    snprintf(vfin, sizeof(vfin),
+             "(float)%s(fmax(a.s - a.v * a.v / (double)red, 0.0) / (double)(red - %c))",
+             strncmp(op, "std", 3) == 0 ? "sqrt" : "", var ? op[3] : '0');
+    const char *fin = var                        ? vfin
+                      : strcmp(op, "mean") == 0  ? "a.v / (float)red"
                       : arg                      ? "a.i == INT64_MAX ? 0 : a.i"
                       : !strcmp(op, "logsumexp") ? "a.v == -INFINITY ? a.v : a.v + logf(a.s)"
                                                  : "a.v";
