@@ -99,6 +99,13 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.std(y, dim=0, correction=0, keepdim=True)",
         "64, 32",
     ),
+    # losses and cosine similarity (expert_plan_loss.c): reduced, unreduced and broadcast on
+    "losses": (
+        "return (F.mse_loss(x, y) + F.l1_loss(x, y, reduction='sum') * 0.01 + F.smooth_l1_loss(x, y, beta=0.5)"
+        " + F.huber_loss(x, y, delta=2.0)) * F.mse_loss(x * 2, y, reduction='none')"
+        " + F.cosine_similarity(x, y, dim=0, eps=1e-6)",
+        "64, 32",
+    ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 
@@ -276,6 +283,81 @@ def test_generated_candidate_is_correct(tmp_path: Path, name: str, variant: str)
     v = judged(task, cand)
     assert v["status"] == "ok" and v["correct"], (v["status"], v.get("message"), v.get("checks"), v["flags"])
     assert v["flags"] == [], v  # verify phase: the correctness trials, untimed (reward null)
+
+
+LOSS_MODULES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mse = nn.MSELoss(reduction="sum")
+        self.sl1 = nn.SmoothL1Loss(beta=0.3)
+        self.huber = nn.HuberLoss(reduction="none", delta=0.7)
+        self.l1 = nn.L1Loss()
+        self.cos = nn.CosineSimilarity(dim=0)
+
+    def forward(self, x, y):
+        return self.huber(x, y) * (self.mse(x, y) + self.sl1(x, y) - self.l1(x, y)) + self.cos(x, y)
+
+
+def get_inputs():
+    return [torch.randn(128, 64), torch.randn(128, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+INSTANCE_NORM_POOL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inorm = nn.InstanceNorm2d(8, affine=True, eps=1e-4)
+        self.plain = nn.InstanceNorm2d(8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        with torch.no_grad():  # an affine that a kernel ignoring it would get wrong
+            self.inorm.weight.add_(0.5 * torch.randn(8))
+            self.inorm.bias.add_(0.5 * torch.randn(8))
+
+    def forward(self, x):
+        return (self.inorm(x) * self.pool(x) + self.plain(x * 2) + F.adaptive_avg_pool2d(x, (1, 1))
+                + F.instance_norm(x - 1))
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("name", ["loss_modules", "instance_norm_pool"])
+def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> None:
+    """nn.MSELoss, SmoothL1Loss, HuberLoss, L1Loss and CosineSimilarity with their attributes
+    (the functional spellings are in SMALL's losses); nn.InstanceNorm2d with and without an
+    affine, F.instance_norm, nn.AdaptiveAvgPool2d(1) and F.adaptive_avg_pool2d: judged on cpu,
+    and their cuda kernels compiled."""
+    task = tmp_path / f"{name}.py"
+    task.write_text(LOSS_MODULES if name == "loss_modules" else INSTANCE_NORM_POOL)
+    g = generate("cuda", graph_of(task, tmp_path, "cuda"))
+    assert g["ok"], g["detail"]
+    compile_all("cuda", {str(i): st["variants"][0] for i, st in enumerate(g["steps"])}, tmp_path)
+    cand = tmp_path / "cand"
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand), "0")
+    assert g["ok"], g["detail"]
+    v = judged(task, cand)
+    assert v["status"] == "ok" and v["correct"] and v["flags"] == [], v
 
 
 @pytest.mark.parametrize(

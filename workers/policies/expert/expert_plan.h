@@ -107,6 +107,19 @@ void kfx_step_path(const struct kfx_plan *p, int s, char *out, size_t n);
  * 0 when the node is not one of those, -1 with detail when it is but cannot be done. */
 int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
+/* expert_plan_node.c, for expert_plan_loss.c: */
+/* A reduction step over val in with operator op (dims dim, None for all) whose output is val k
+ * (of the node's output shape). 1, or -1 with detail. */
+int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
+               const json_t *dim, bool keepdim, char *detail, size_t dlen);
+/* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
+int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr);
+
+/* expert_plan_loss.c: the losses (mse, l1, smooth_l1, huber) and cosine_similarity, planned as
+ * an elementwise chain and reductions. 1 handled, 0 not one of them, -1 with detail. */
+int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen);
+
 /* expert_plan.c, for expert_plan_node.c: */
 /* The val of argument a (a {"node": NAME} object), or -1. */
 int kfx_arg_val(const struct kfx_plan *p, const json_t *a);

@@ -52,9 +52,8 @@ static int dims_text(const json_t *d, char *out, size_t n) {
     return 0;
 }
 
-/* A reduction step over val `in` with operator op: its output in val k. */
-static int reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
-                  const json_t *dim, bool keepdim, char *detail, size_t dlen) {
+int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
+               const json_t *dim, bool keepdim, char *detail, size_t dlen) {
     char dims[128];
     if (dims_text(dim, dims, sizeof(dims)) != 0) {
         snprintf(detail, dlen, "%s over a dim argument that is not an int or list of ints", op);
@@ -95,8 +94,7 @@ static bool boolean(const json_t *v) {
     return json_is_true(v);
 }
 
-/* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
-static int new_lazy(struct kfx_plan *p, int like, const char *expr) {
+int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr) {
     if (p->n_vals >= KFX_MAX_VALS)
         return -1;
     int a = p->n_vals++;
@@ -138,7 +136,7 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
         kd = arg(node, 3, NULL);
     char op[8];
     snprintf(op, sizeof(op), "%s%d", s, (int)corr);
-    return reduce(p, node, k, in, op, dim, boolean(kd), detail, dlen);
+    return kfx_reduce(p, node, k, in, op, dim, boolean(kd), detail, dlen);
 }
 
 /* torch.norm(x, p, dim, keepdim), x.norm(..) and torch.linalg.vector_norm(x, ord, dim, keepdim)
@@ -162,15 +160,15 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     }
     char e[64];
     snprintf(e, sizeof(e), pv == 1.0 ? "fabsf(v%d)" : "v%d * v%d", in, in);
-    int a = new_lazy(p, in, e);
+    int a = kfx_new_lazy(p, in, e);
     int r = a < 0 || p->n_vals >= KFX_MAX_VALS ? -1 : p->n_vals++;
     if (r < 0) {
         snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
         return -1;
     }
     memset(&p->val[r], 0, sizeof(p->val[r]));
-    int rc = reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
-                    detail, dlen);
+    int rc = kfx_reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
+                        detail, dlen);
     if (rc != 1)
         return rc;
     snprintf(e, sizeof(e), pv == 1.0 ? "v%d" : "sqrtf(v%d)", r);
@@ -205,12 +203,12 @@ static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *
     bool keepdim = boolean(arg(node, 2, "keepdim"));
     if (!strcmp(s, "max") || !strcmp(s, "min")) {
         if (dim == NULL || json_is_null(dim))
-            return reduce(p, node, k, in, !strcmp(s, "max") ? "amax" : "amin", NULL, false, detail,
-                          dlen);
+            return kfx_reduce(p, node, k, in, !strcmp(s, "max") ? "amax" : "amin", NULL, false,
+                              detail, dlen);
         kfx_set_val(p, k, node, KFX_TUPLE, "");
         return 1;
     }
-    return reduce(p, node, k, in, s, dim, keepdim, detail, dlen);
+    return kfx_reduce(p, node, k, in, s, dim, keepdim, detail, dlen);
 }
 
 /* getitem(t, 0 | 1) or getattr(t, "values" | "indices") of a max/min tuple */
@@ -229,9 +227,9 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
     int in = kfx_arg_val(p, arg(mx, 0, "input"));
     if (in < 0)
         return -1;
-    return reduce(p, node, k, in,
-                  values ? (is_max ? "amax" : "amin") : (is_max ? "argmax" : "argmin"),
-                  arg(mx, 1, "dim"), boolean(arg(mx, 2, "keepdim")), detail, dlen);
+    return kfx_reduce(p, node, k, in,
+                      values ? (is_max ? "amax" : "amin") : (is_max ? "argmax" : "argmin"),
+                      arg(mx, 1, "dim"), boolean(arg(mx, 2, "keepdim")), detail, dlen);
 }
 
 static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
@@ -440,6 +438,21 @@ static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, co
         eps = num(module ? json_object_get(attrs, "eps") : arg(node, 4, "eps"), 1e-5);
         wa = arg(node, 2, "weight");
         ba = arg(node, 3, "bias");
+    } else if (module ? !strncmp(mtype, "InstanceNorm", 12) : !strcmp(s, "instance_norm")) {
+        /* statistics per sample and channel: a group norm with a group per channel */
+        kind = GROUP;
+        ones = nd - 2;
+        groups = nd >= 2 ? p->val[in].shape[1] : 1;
+        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 7, "eps"), 1e-5);
+        wa = arg(node, 3, "weight");
+        ba = arg(node, 4, "bias");
+        const json_t *uis = arg(node, 5, "use_input_stats");
+        if (module ? json_is_true(json_object_get(attrs, "track_running_stats")) &&
+                         !json_is_true(json_object_get(attrs, "training"))
+                   : uis != NULL && json_is_false(uis)) {
+            snprintf(detail, dlen, "%s with running statistics (not yet)", mtype ? mtype : s);
+            return -1;
+        }
     } else {
         return 0;
     }
@@ -542,6 +555,30 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     return 1;
 }
 
+/* nn.AdaptiveAvgPool2d(1) and F.adaptive_avg_pool2d(x, 1) (also (1, 1)): the mean over the
+ * last two dimensions, kept; other output sizes are not planned. */
+static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const char *s,
+                          char *detail, size_t dlen) {
+    if (strcmp(s, "AdaptiveAvgPool2d") != 0 && strcmp(s, "adaptive_avg_pool2d") != 0)
+        return 0;
+    bool module = !strcmp(s, "AdaptiveAvgPool2d");
+    const json_t *os = module ? json_object_get(json_object_get(node, "attrs"), "output_size")
+                              : arg(node, 1, "output_size");
+    bool one = json_is_integer(os) && json_integer_value(os) == 1;
+    if (json_is_array(os) && json_array_size(os) == 2)
+        one = json_integer_value(json_array_get(os, 0)) == 1 &&
+              json_integer_value(json_array_get(os, 1)) == 1;
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    if (!one || in < 0 || p->val[in].ndim < 3) {
+        snprintf(detail, dlen, "%s to an output other than 1 x 1 (not yet)", s);
+        return -1;
+    }
+    json_t *dims = json_pack("[ii]", -2, -1);
+    int rc = kfx_reduce(p, node, k, in, "mean", dims, true, detail, dlen);
+    json_decref(dims);
+    return rc;
+}
+
 int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
@@ -559,7 +596,10 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
             return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
         if (!strcmp(mtype, "MaxPool2d") || !strcmp(mtype, "AvgPool2d"))
             return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
-        return norm(p, node, k, s, mtype, detail, dlen);
+        int rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
+        if (rc == 0)
+            rc = adaptive_avg_1(p, node, k, mtype, detail, dlen);
+        return rc != 0 ? rc : norm(p, node, k, s, mtype, detail, dlen);
     }
     if (!strcmp(s, "getitem") || !strcmp(s, "getattr"))
         return getitem(p, node, k, detail, dlen);
@@ -574,11 +614,15 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
     if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
-    int rc = reduction(p, node, k, s, detail, dlen);
+    int rc = adaptive_avg_1(p, node, k, s, detail, dlen);
+    if (rc == 0)
+        rc = reduction(p, node, k, s, detail, dlen);
     if (rc == 0)
         rc = pnorm(p, node, k, s, detail, dlen);
     if (rc == 0)
         rc = variance(p, node, k, s, detail, dlen);
+    if (rc == 0)
+        rc = kfx_plan_loss(p, node, k, s, detail, dlen);
     if (rc != 0)
         return rc;
     return norm(p, node, k, s, NULL, detail, dlen);

@@ -1,0 +1,139 @@
+/* expert_plan_loss.c: the planner's losses and similarities (F.mse_loss, F.l1_loss,
+ * F.smooth_l1_loss, F.huber_loss, F.cosine_similarity and their nn modules): each is an
+ * elementwise chain over its two operands, reduced (the chain is the reduction's prologue: one
+ * pass over the operands) or left lazy for reduction='none'. The formulas are PyTorch's. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "expert.h"
+#include "expert_plan.h"
+
+/* kwargs[name] of a function, attrs[name] of a module */
+static const json_t *param(const json_t *node, const char *name) {
+    const json_t *v = json_object_get(json_object_get(node, "kwargs"), name);
+    return v ? v : json_object_get(json_object_get(node, "attrs"), name);
+}
+
+static const json_t *operand(const json_t *node, size_t i, const char *name) {
+    const json_t *args = json_object_get(node, "args");
+    if (i < json_array_size(args))
+        return json_array_get(args, i);
+    return json_object_get(json_object_get(node, "kwargs"), name);
+}
+
+static double num(const json_t *node, const char *name, double def) {
+    const json_t *v = param(node, name);
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* A new val for a reduction's output (reduce sets it from the node): its index, or -1. */
+static int fresh(struct kfx_plan *p) {
+    if (p->n_vals >= KFX_MAX_VALS)
+        return -1;
+    int r = p->n_vals++;
+    memset(&p->val[r], 0, sizeof(p->val[r]));
+    return r;
+}
+
+/* Two float operands of one shape (a loss of broadcast operands is not planned). */
+static bool same_operands(const struct kfx_plan *p, int a, int b) {
+    return a >= 0 && b >= 0 && !p->val[a].is_int && !p->val[b].is_int &&
+           kfx_same_shape(&p->val[a], &p->val[b]);
+}
+
+/* F.cosine_similarity(x1, x2, dim=1, eps=1e-8): sum(x1 x2) / (max(|x1|, eps) max(|x2|, eps))
+ * over dim, from three sums. */
+static int cosine(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int a = kfx_arg_val(p, operand(node, 0, "x1")), b = kfx_arg_val(p, operand(node, 1, "x2"));
+    const json_t *dj = param(node, "dim");
+    if (dj == NULL && json_array_size(json_object_get(node, "args")) > 2)
+        dj = json_array_get(json_object_get(node, "args"), 2);
+    if (!same_operands(p, a, b) || (dj && !json_is_integer(dj))) {
+        snprintf(detail, dlen, "cosine_similarity of operands of different shapes (not yet)");
+        return -1;
+    }
+    json_t *dim = json_integer(dj ? json_integer_value(dj) : 1);
+    const int pairs[3][2] = {{a, b}, {a, a}, {b, b}};
+    int r[3];
+    for (int i = 0; i < 3; i++) {
+        char e[48];
+        snprintf(e, sizeof(e), "v%d * v%d", pairs[i][0], pairs[i][1]);
+        int w = kfx_new_lazy(p, a, e);
+        r[i] = w < 0 ? -1 : fresh(p);
+        int rc = r[i] < 0 ? -1 : kfx_reduce(p, node, r[i], w, "sum", dim, false, detail, dlen);
+        if (rc != 1) {
+            json_decref(dim);
+            if (r[i] < 0)
+                snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+            return -1;
+        }
+    }
+    json_decref(dim);
+    char eps[40], e[256];
+    kfw_ew_lit(num(node, "eps", 1e-8), eps);
+    snprintf(e, sizeof(e), "v%d / (fmaxf(sqrtf(v%d), %s) * fmaxf(sqrtf(v%d), %s))", r[0], r[1], eps,
+             r[2], eps);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen) {
+    static const char *const modules[][2] = {
+        {"MSELoss", "mse_loss"},
+        {"L1Loss", "l1_loss"},
+        {"SmoothL1Loss", "smooth_l1_loss"},
+        {"HuberLoss", "huber_loss"},
+        {"CosineSimilarity", "cosine_similarity"},
+    };
+    const char *type = json_string_value(json_object_get(node, "module_type"));
+    if (type) {
+        s = NULL;
+        for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+            if (!strcmp(type, modules[i][0]))
+                s = modules[i][1];
+        if (s == NULL)
+            return 0;
+    }
+    if (!strcmp(s, "cosine_similarity"))
+        return cosine(p, node, k, detail, dlen);
+    bool mse = !strcmp(s, "mse_loss"), l1 = !strcmp(s, "l1_loss");
+    bool sl1 = !strcmp(s, "smooth_l1_loss"), huber = !strcmp(s, "huber_loss");
+    if (!mse && !l1 && !sl1 && !huber)
+        return 0;
+    int a = kfx_arg_val(p, operand(node, 0, "input"));
+    int b = kfx_arg_val(p, operand(node, 1, "target"));
+    const json_t *rj = param(node, "reduction"), *w = param(node, "weight");
+    const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
+    const char *red = rj ? json_string_value(rj) : "mean";
+    if (!same_operands(p, a, b) || red == NULL ||
+        (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none")) ||
+        (w && !json_is_null(w)) || (old1 && !json_is_null(old1)) || (old2 && !json_is_null(old2))) {
+        snprintf(detail, dlen,
+                 "%s with a weight, size_average or reduce, or over operands of different "
+                 "shapes (not yet)",
+                 s);
+        return -1;
+    }
+    char d[40], e[512], c[40], h[40];
+    snprintf(d, sizeof(d), "(v%d - v%d)", a, b);
+    const double beta = num(node, "beta", 1.0), delta = num(node, "delta", 1.0);
+    if (mse)
+        snprintf(e, sizeof(e), "%s * %s", d, d);
+    else if (l1 || (sl1 && beta <= 0.0))
+        snprintf(e, sizeof(e), "fabsf(%s)", d);
+    else if (sl1)
+        snprintf(e, sizeof(e), "fabsf(%s) < %s ? 0.5f * %s * %s / %s : fabsf(%s) - 0.5f * %s", d,
+                 kfw_ew_lit(beta, c), d, d, c, d, c);
+    else
+        snprintf(e, sizeof(e), "fabsf(%s) <= %s ? 0.5f * %s * %s : %s * (fabsf(%s) - 0.5f * %s)", d,
+                 kfw_ew_lit(delta, h), d, d, h, d, h);
+    if (!strcmp(red, "none"))
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    int v = kfx_new_lazy(p, a, e);
+    if (v < 0) {
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+        return -1;
+    }
+    return kfx_reduce(p, node, k, v, red, NULL, false, detail, dlen);
+}
