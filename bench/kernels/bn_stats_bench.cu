@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "bench_timing.cuh"
+
 namespace {
 
 constexpr int64_t A = 65536, G = 8192;
@@ -112,33 +114,6 @@ __global__ void read_only(const float4 *__restrict__ x, int64_t n4, float *__res
 __global__ void fill(float *p, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         p[i] = (float)((i * 2654435761u) % 1000003) / 1000003.0f - 0.5f + (float)(i % G) * 1e-4f;
-}
-
-__global__ void flush(float *p, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        p[i] += 1.0f;
-}
-
-template <class F> float timeit(F f, float *junk, int64_t jn) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ts;
-    for (int i = 0; i < 12; i++) {
-        flush<<<1024, 256>>>(junk, jn);
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (i >= 2)
-            ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ts[ts.size() / 2];
 }
 
 // the sums of every group from P partials

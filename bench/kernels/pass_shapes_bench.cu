@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench_timing.cuh"
+
 namespace {
 
 __device__ __forceinline__ float leaky(float x) { return x > 0.0f ? x : 0.1f * x; }
@@ -139,33 +141,6 @@ __global__ void cols4(const float *__restrict__ in, float *__restrict__ out, int
         }
         __syncthreads();
     }
-}
-
-__global__ void flush(float *p, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        p[i] += 1.0f;
-}
-
-template <class F> float timeit(F f, float *junk, int64_t jn) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ts;
-    for (int i = 0; i < 12; i++) {
-        flush<<<1024, 256>>>(junk, jn);
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (i >= 2)
-            ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ts[ts.size() / 2];
 }
 
 void report(const char *what, const char *name, float ms, double gb) {

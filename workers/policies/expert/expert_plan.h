@@ -112,6 +112,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
  * (of the node's output shape). 1, or -1 with detail. */
 int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
                const json_t *dim, bool keepdim, char *detail, size_t dlen);
+/* A new val (not a node of the graph) for a step's output, which kfx_reduce sets: its index,
+ * or -1 when the plan has no room. */
+int kfx_new_out(struct kfx_plan *p);
 /* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
 int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr);
 

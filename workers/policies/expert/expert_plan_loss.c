@@ -27,15 +27,6 @@ static double num(const json_t *node, const char *name, double def) {
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
-/* A new val for a reduction's output (reduce sets it from the node): its index, or -1. */
-static int fresh(struct kfx_plan *p) {
-    if (p->n_vals >= KFX_MAX_VALS)
-        return -1;
-    int r = p->n_vals++;
-    memset(&p->val[r], 0, sizeof(p->val[r]));
-    return r;
-}
-
 /* Two float operands of one shape (a loss of broadcast operands is not planned). */
 static bool same_operands(const struct kfx_plan *p, int a, int b) {
     return a >= 0 && b >= 0 && !p->val[a].is_int && !p->val[b].is_int &&
@@ -60,7 +51,7 @@ static int cosine(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         char e[48];
         snprintf(e, sizeof(e), "v%d * v%d", pairs[i][0], pairs[i][1]);
         int w = kfx_new_lazy(p, a, e);
-        r[i] = w < 0 ? -1 : fresh(p);
+        r[i] = w < 0 ? -1 : kfx_new_out(p);
         int rc = r[i] < 0 ? -1 : kfx_reduce(p, node, r[i], w, "sum", dim, false, detail, dlen);
         if (rc != 1) {
             json_decref(dim);

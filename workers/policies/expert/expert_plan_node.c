@@ -94,6 +94,14 @@ static bool boolean(const json_t *v) {
     return json_is_true(v);
 }
 
+int kfx_new_out(struct kfx_plan *p) {
+    if (p->n_vals >= KFX_MAX_VALS)
+        return -1;
+    int r = p->n_vals++;
+    memset(&p->val[r], 0, sizeof(p->val[r]));
+    return r;
+}
+
 int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr) {
     if (p->n_vals >= KFX_MAX_VALS)
         return -1;
@@ -161,12 +169,11 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     char e[64];
     snprintf(e, sizeof(e), pv == 1.0 ? "fabsf(v%d)" : "v%d * v%d", in, in);
     int a = kfx_new_lazy(p, in, e);
-    int r = a < 0 || p->n_vals >= KFX_MAX_VALS ? -1 : p->n_vals++;
+    int r = a < 0 ? -1 : kfx_new_out(p);
     if (r < 0) {
         snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
         return -1;
     }
-    memset(&p->val[r], 0, sizeof(p->val[r]));
     int rc = kfx_reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
                         detail, dlen);
     if (rc != 1)

@@ -68,6 +68,5 @@ int kfw_unary_more(const char *op, const json_t *kw, const char *a, char *e, siz
     } else
         return -1;
     /* a keyword that is not a finite number ("inff", "nanf") is no C literal */
-    k1[39] = k2[39] = '\0';
     return strstr(e, "inff") || strstr(e, "nanf") ? -1 : 0;
 }
