@@ -4,6 +4,7 @@
 # harness's full `evaluate`, torch.compile baseline included), PAR at once (builds and checks
 # overlap; timings never do: one GPU lock), stopped after LIMIT seconds. Writes the verdicts to
 # $OUT/expert.jsonl and a table to stdout and $OUT/expert.txt (bench/README.md's figures).
+# TASKS_DIR=bench/tasks_extra: that folder's tasks instead of examples/tasks.
 # VARIANTS="0 1 2": each task judged in each variant, its table row the fastest correct one.
 # POOL (default 4): runners kept warm by a runner pool (`python -m kforge_harness pool`) that the
 # evaluations take theirs from; 0: each starts its own.
@@ -17,6 +18,7 @@ tar xzf build/kforge-bundle.tar.gz -C "$work" kforge/lib
 export PYTHONPATH="$PWD/workers/harness" KFORGE_GPU_LOCK="${KFORGE_GPU_LOCK:-$work/gpu0.lock}" PYTHONUNBUFFERED=1
 export KFORGE_PROBE_LIBS="$work/kforge/lib" KFORGE_EXPERT_VERDICTS="$OUT/expert.jsonl"
 export KFORGE_EXPERT_BUDGET=${BUDGET:-0.6} KFORGE_EXPERT_VARIANTS="${VARIANTS:-0}"
+[ -n "${TASKS_DIR:-}" ] && export KFORGE_EXPERT_TASKS_DIR="$PWD/$TASKS_DIR"
 sel=()
 # "-k" and its expression as two words ("a or b"): unquoted, the expression split into paths
 [ -n "${TASKS:-}" ] && sel=(-k "$(echo "$TASKS" | sed 's/ / or /g')")

@@ -1,6 +1,6 @@
-"""The expert's cuda plans on a GPU (make test-gpu): for every task of examples/tasks, the
-candidate the expert writes (build/agent-probes/expert_probe, every kernel in variant 0) is
-judged by the harness's full `evaluate` on the cuda backend, torch.compile baseline included: it
+"""The expert's cuda plans on a GPU (make test-gpu): for every task of examples/tasks (or of
+KFORGE_EXPERT_TASKS_DIR), the candidate the expert writes (build/agent-probes/expert_probe,
+every kernel in variant 0) is judged by the harness's full `evaluate` on the cuda backend, torch.compile baseline included: it
 must be correct, with no flag. KFORGE_EXPERT_VARIANTS="0 1 2" judges each task in each of those
 variants (a kernel with fewer gets its last), as the expert's tuning tries them.
 KFORGE_EXPERT_VERDICTS=FILE appends each verdict (with its task and variant) to FILE, for the
@@ -23,7 +23,9 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
 HARNESS = ROOT / "workers" / "harness"
-TASKS = sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
+# KFORGE_EXPERT_TASKS_DIR: another folder of tasks (bench/tasks_extra)
+TASK_DIR = Path(os.environ.get("KFORGE_EXPERT_TASKS_DIR", ROOT / "examples" / "tasks")).resolve()
+TASKS = sorted(p.stem for p in TASK_DIR.glob("*.py"))
 VARIANTS = [int(v) for v in os.environ.get("KFORGE_EXPERT_VARIANTS", "0").split()]
 
 
@@ -40,7 +42,7 @@ def harness(*args: str, timeout: float) -> dict:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", TASKS)
 def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str, variant: int) -> None:
-    task = ROOT / "examples" / "tasks" / f"{name}.py"
+    task = TASK_DIR / f"{name}.py"
     graph = tmp_path / "graph.json"
     info = harness("inspect", "--task", str(task), "--backend", "cuda", timeout=300)
     graph.write_text(json.dumps(info))

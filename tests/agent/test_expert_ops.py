@@ -1,5 +1,5 @@
 """The expert's generators for library-backed operators (workers/policies/expert/expert_gemm.c,
-expert_conv.c, expert_pool.c), through build/agent-probes/expert_ops_probe on the graphs of real
+expert_conv.c, expert_convnd.c, expert_pool.c), through build/agent-probes/expert_ops_probe on the graphs of real
 tasks (`kforge_harness inspect`):
 
 * every kernel variant builds warning-free as the harness builds it: g++ for cpu (also for SSE
@@ -91,6 +91,49 @@ def get_inputs():
 def get_init_inputs():
     return []
 """,
+    # the other convolutions: 1-D, 3-D and transposed, modules and functions
+    "convnd": """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 6, 5, stride=2, padding=2, dilation=1, groups=2, bias=False)
+        self.c3 = nn.Conv3d(4, 6, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1))
+        self.c3_same = nn.Conv3d(4, 4, 2, padding="same", groups=4)
+        self.t1 = nn.ConvTranspose1d(4, 6, 3, stride=3, padding=1, output_padding=2)
+        self.t2 = nn.ConvTranspose2d(4, 6, (3, 4), stride=(2, 1), padding=(1, 2), output_padding=(1, 0),
+                                     groups=2, dilation=(1, 2))
+        self.t3 = nn.ConvTranspose3d(4, 2, 3, stride=2, padding=1, output_padding=1)
+        self.w1 = nn.Parameter(torch.randn(6, 2, 3))
+        self.wt2 = nn.Parameter(torch.randn(4, 3, 2, 2))
+        self.wt3 = nn.Parameter(torch.randn(4, 3, 2, 3, 2))
+
+    def forward(self, seq, img, vol):
+        outs = [
+            self.c1(seq),
+            self.c3(vol),
+            self.c3_same(vol),
+            self.t1(seq),
+            self.t2(img),
+            self.t3(vol),
+            F.conv1d(seq, self.w1, None, 1, "same", 2, 2),
+            F.conv_transpose2d(img, self.wt2, None, 2, 0, 0, 1, 1),
+            torch.conv_transpose3d(vol, self.wt3, None, (1, 2, 2), (0, 1, 0), (0, 1, 1), 1, (2, 1, 1)),
+        ]
+        return sum(o.sum() for o in outs)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 17), torch.randn(2, 4, 9, 8), torch.randn(2, 4, 5, 6, 7)]
+
+
+def get_init_inputs():
+    return []
+""",
     # what the generators refuse
     "refused": """
 import torch
@@ -102,10 +145,11 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.reflect = nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")
+        self.circular = nn.Conv3d(4, 4, 3, padding=1, padding_mode="circular")
 
     def forward(self, img):
         pooled, idx = F.max_pool2d(img, 2, return_indices=True)
-        return self.reflect(img).sum() + pooled.sum() + idx.sum()
+        return self.reflect(img).sum() + pooled.sum() + idx.sum() + self.circular(img.unsqueeze(2)).sum()
 
 
 def get_inputs():
@@ -122,13 +166,14 @@ def get_init_inputs():
 class Case:
     task: str  # a key of TASKS or an example task
     node: str
-    kind: str  # gemm, conv or pool
+    kind: str  # gemm, conv, convnd (1-D, 3-D, transposed) or pool
     ref: Callable[..., torch.Tensor]  # torch's result from the operands (float64)
     shapes: tuple[tuple[tuple[int, ...], ...], ...]  # the operands' shapes, the task's first
 
 
 W_FC, W_LIN, W_CONV, W_G = (12, 20), (7, 20), (6, 4, 3, 3), (8, 2, 3, 2)
 IMG = (2, 4, 16, 16)
+IMG2, VOL = (2, 4, 9, 8), (2, 4, 5, 6, 7)
 # fmt: off
 CASES = {
     "linear_module": Case("zoo", "fc", "gemm", F.linear, (
@@ -166,6 +211,35 @@ CASES = {
         ((IMG, (6, 2, 3, 3)), ((3, 4, 17, 33), (6, 2, 3, 3)))),
     "conv_task": Case("conv_bn_relu", "conv", "conv", lambda x, w: F.conv2d(x, w, padding=1), (
         ((8, 32, 32, 32), (64, 32, 3, 3)), ((1, 32, 33, 17), (64, 32, 3, 3)))),
+    "conv1d_module": Case("convnd", "c1", "convnd", lambda x, w: F.conv1d(x, w, None, 2, 2, 1, 2), (
+        ((2, 4, 17), (6, 2, 5)), ((3, 4, 40), (6, 2, 5)), ((4, 9), (6, 2, 5)), ((0, 4, 8), (6, 2, 5)))),
+    "conv3d_module": Case(
+        "convnd", "c3", "convnd",
+        lambda x, w: F.conv3d(x, w, None, (1, 2, 1), (1, 0, 2), (2, 1, 1)),
+        ((VOL, (6, 4, 3, 2, 3)), ((1, 4, 7, 9, 5), (6, 4, 3, 2, 3)), ((4, 5, 6, 7), (6, 4, 3, 2, 3)))),
+    "conv3d_same_even": Case(
+        "convnd", "c3_same", "convnd", lambda x, w: F.conv3d(x, w, padding="same", groups=4),
+        ((VOL, (4, 1, 2, 2, 2)), ((1, 4, 3, 8, 5), (4, 1, 2, 2, 2)))),
+    "convt1d_module": Case(
+        "convnd", "t1", "convnd", lambda x, w: F.conv_transpose1d(x, w, None, 3, 1, 2),
+        (((2, 4, 17), (4, 6, 3)), ((3, 4, 1), (4, 6, 3)), ((4, 9), (4, 6, 3)))),
+    "convt2d_groups_dilation": Case(
+        "convnd", "t2", "convnd",
+        lambda x, w: F.conv_transpose2d(x, w, None, (2, 1), (1, 2), (1, 0), 2, (1, 2)),
+        ((IMG2, (4, 3, 3, 4)), ((1, 4, 13, 6), (4, 3, 3, 4)))),
+    "convt3d_module": Case(
+        "convnd", "t3", "convnd", lambda x, w: F.conv_transpose3d(x, w, None, 2, 1, 1),
+        ((VOL, (4, 2, 3, 3, 3)), ((1, 4, 3, 4, 2), (4, 2, 3, 3, 3)))),
+    "conv1d_function_same": Case(
+        "convnd", "conv1d", "convnd", lambda x, w: F.conv1d(x, w, None, 1, "same", 2, 2),
+        (((2, 4, 17), (6, 2, 3)), ((1, 4, 4), (6, 2, 3)))),
+    "convt2d_function": Case(
+        "convnd", "conv_transpose2d", "convnd", lambda x, w: F.conv_transpose2d(x, w, None, 2),
+        ((IMG2, (4, 3, 2, 2)), ((3, 4, 5, 11), (4, 3, 2, 2)))),
+    "convt3d_function": Case(
+        "convnd", "conv_transpose3d", "convnd",
+        lambda x, w: F.conv_transpose3d(x, w, None, (1, 2, 2), (0, 1, 0), (0, 1, 1), 1, (2, 1, 1)),
+        ((VOL, (4, 3, 2, 3, 2)), ((1, 4, 2, 3, 9), (4, 3, 2, 3, 2)))),
     "maxpool_module": Case("zoo", "mp", "pool", lambda x: F.max_pool2d(x, 3, 2, 1), (
         (IMG,), ((1, 3, 33, 17),), ((4, 15, 16),), ((0, 4, 8, 8),))),
     "avgpool_exclude_pad": Case(
@@ -184,9 +258,23 @@ CASES = {
         ((8, 32, 64, 64),), ((3, 5, 33, 17),))),
 }
 # fmt: on
-VARIANTS = {"gemm": {"cuda": 2, "cpu": 3}, "conv": {"cuda": 2, "cpu": 2}, "pool": {"cuda": 3, "cpu": 2}}
+VARIANTS = {
+    "gemm": {"cuda": 2, "cpu": 3},
+    "conv": {"cuda": 2, "cpu": 2},
+    "convnd": {"cuda": 2, "cpu": 1},
+    "pool": {"cuda": 3, "cpu": 2},
+}
 # built for cuda and for the other cpu targets: one of each kind of source
-BUILT_EVERYWHERE = ["linear_module", "mm", "conv_module", "maxpool_module", "avgpool_exclude_pad"]
+BUILT_EVERYWHERE = [
+    "linear_module",
+    "mm",
+    "conv_module",
+    "maxpool_module",
+    "avgpool_exclude_pad",
+    "conv3d_same_even",
+    "convt3d_module",
+    "convt1d_module",
+]
 
 
 def graph_of(task: Path, tmp_path: Path) -> Path:
@@ -339,6 +427,8 @@ def test_batch_dims_that_broadcast_raise(tmp_path: Path, graph: Callable[[str], 
     "task,node,inputs,named",
     [
         ("refused", "reflect", ["x", "w"], "padding_mode reflect"),
+        ("refused", "circular", ["x", "w"], "conv3d circular with padding_mode circular"),
+        ("convnd", "t3", ["x"], "conv_transpose3d takes 2 tensor operands"),
         ("refused", "max_pool2d_with_indices", ["x"], "return_indices"),
         ("zoo", "mm", ["a"], "takes 2 tensor operands"),
         ("zoo", "conv", ["x"], "takes 2 tensor operands"),

@@ -51,10 +51,8 @@ static int parse(const struct kfx_call *c, struct conv_params *p, char *detail, 
         return -1;
     }
     const char *mode = json_string_value(kfx_arg_param(node, module, 99, "padding_mode"));
-    if (module && ((mode && strcmp(mode, "zeros") != 0) ||
-                   json_is_true(kfx_arg_param(node, module, 99, "transposed")))) {
-        snprintf(detail, dlen, "conv2d %s with padding_mode %s or transposed (not supported)", name,
-                 mode ? mode : "?");
+    if (module && mode && strcmp(mode, "zeros") != 0) {
+        snprintf(detail, dlen, "conv2d %s with padding_mode %s (not supported)", name, mode);
         return -1;
     }
     const json_t *pad = kfx_arg_param(node, module, 4, "padding");
@@ -126,6 +124,8 @@ static void py_lines(struct kf_buf *t, const struct conv_params *p) {
 }
 
 int kfx_conv_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen) {
+    if (kfx_convnd_rank(c->node) > 0)
+        return kfx_convnd_py(c, py, detail, dlen);
     struct conv_params p;
     if (parse(c, &p, detail, dlen) != 0)
         return -1;
@@ -515,6 +515,8 @@ static char *cpu_src(const struct kfx_call *c, int v) {
 }
 
 char *kfx_conv_src(const struct kfx_call *c, int v) {
+    if (kfx_convnd_rank(c->node) > 0)
+        return kfx_convnd_src(c, v);
     bool module;
     if (!is_conv(c->node, &module) || v < 0 || v > 1)
         return NULL;

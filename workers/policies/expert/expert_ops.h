@@ -1,5 +1,5 @@
 /* expert_ops.h: the expert's generators for operators backed by a library or a sliding window:
- * the matmul family, 2-D convolution and 2-D pooling. Each turns one FX node of the `inspect`
+ * the matmul family, convolutions and 2-D pooling. Each turns one FX node of the `inspect`
  * graph into (1) the Python lines of ModelNew.forward() that allocate the node's output and call
  * its kernel, and (2) the kernel's source, in variants. The planner (expert_plan.c) owns the
  * order of the nodes, the names, the fusion of what comes before and after (a linear layer's or
@@ -52,6 +52,15 @@ char *kfx_gemm_src(const struct kfx_call *c, int v);
  * if any, is the planner's. */
 int kfx_conv_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
 char *kfx_conv_src(const struct kfx_call *c, int v);
+
+/* The other convolutions, expert_convnd.c: nn.Conv1d / nn.Conv3d, F.conv1d / F.conv3d, and the
+ * transposed ones of 1, 2 or 3 dimensions (nn.ConvTranspose1d/2d/3d, F.conv_transpose1d/2d/3d):
+ * in = {x, weight}; x [N, C, *spatial] or unbatched, weight [OC, C/groups, *k] (transposed:
+ * [C, OC/groups, *k]); the bias, if any, is the planner's. kfx_conv_py and kfx_conv_src hand
+ * these nodes here. kfx_convnd_rank: the node's spatial dimensions, 0 when it is none of these. */
+int kfx_convnd_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+char *kfx_convnd_src(const struct kfx_call *c, int v);
+int kfx_convnd_rank(const json_t *node);
 
 /* nn.MaxPool2d / nn.AvgPool2d or torch.nn.functional.max_pool2d / avg_pool2d: in = {x};
  * x [N, C, H, W]; kernel_size, stride (default: kernel_size), padding, and for avg

@@ -172,6 +172,35 @@ static void leaf_names(const struct kfx_plan *p, const struct chain *c, char *ou
     }
 }
 
+/* The dimensions x's broadcast from c's leaves (contiguous, right-aligned) folds into, as the
+ * model's _fold4 folds them: sizes of 1 dropped, a dimension merged into the one before it where
+ * every leaf walks the two as one. */
+static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const struct chain *c) {
+    long long st[KFX_MAX_LEAVES][KFX_MAX_DIMS], last[KFX_MAX_LEAVES];
+    for (int l = 0; l < c->n_leaves; l++) {
+        const struct kfx_val *y = &p->val[c->leaf[l]];
+        long long run = 1;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            int e = d - (x->ndim - y->ndim);
+            long long n = e >= 0 ? y->shape[e] : 1;
+            st[l][d] = n == x->shape[d] ? run : 0;
+            run *= n;
+        }
+    }
+    int dims = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->shape[d] == 1)
+            continue;
+        bool merge = dims > 0;
+        for (int l = 0; merge && l < c->n_leaves; l++)
+            merge = last[l] == st[l][d] * x->shape[d];
+        dims += !merge;
+        for (int l = 0; l < c->n_leaves; l++)
+            last[l] = st[l][d];
+    }
+    return dims;
+}
+
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     struct kfx_val *x = &p->val[v];
     if (x->kind == KFX_TUPLE) {
@@ -192,8 +221,10 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     for (int i = 0; i < c->n_leaves; i++)
         if (!kfx_same_shape(&p->val[c->leaf[i]], x))
             bcast = 1;
-    if (bcast && x->ndim > 4) {
-        snprintf(detail, dlen, "broadcasting over more than 4 dimensions (not yet)");
+    if (bcast && x->ndim > 4 && folded_dims(p, x, c) > 4) {
+        snprintf(detail, dlen,
+                 "broadcasting over more than 4 dimensions that do not merge (not "
+                 "yet)");
         free(c);
         return -1;
     }
@@ -201,7 +232,8 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     chain_body(p, v, c, &b);
     char names[1024];
     leaf_names(p, c, names, sizeof(names));
-    if (b.data && bcast && kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names)) {
+    if (b.data && bcast && x->ndim <= 4 &&
+        kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names)) {
         free(c); /* the body is the fused step's now */
         return 0;
     }
@@ -215,7 +247,11 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     st->n_leaves = c->n_leaves;
     st->bcast = bcast;
     snprintf(x->py, sizeof(x->py), "t%d", v);
-    if (bcast) {
+    if (bcast && x->ndim > 4) { /* folded to 4 dimensions in Python (_fold4) */
+        kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
+        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_fold4(%s, %s))", st->fn, names, x->py, x->py,
+                 x->py, names);
+    } else if (bcast) {
         kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
         kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", st->fn, names,
                  x->py, x->py, x->py, x->py, names);

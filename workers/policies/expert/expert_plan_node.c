@@ -601,6 +601,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
         if (!strcmp(mtype, "Conv2d"))
             return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
+        if (kfx_convnd_rank(node) > 0)
+            return library(p, node, k, KFX_CONV, 2, kfx_convnd_rank(node), detail, dlen);
         if (!strcmp(mtype, "MaxPool2d") || !strcmp(mtype, "AvgPool2d"))
             return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
         int rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
@@ -619,6 +621,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
     if (!strcmp(s, "conv2d"))
         return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
+    if (kfx_convnd_rank(node) > 0)
+        return library(p, node, k, KFX_CONV, 2, kfx_convnd_rank(node), detail, dlen);
     if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
     int rc = adaptive_avg_1(p, node, k, s, detail, dlen);

@@ -31,7 +31,7 @@ static struct gen generator_of(const json_t *node) {
     for (size_t i = 0; i < sizeof(gemm) / sizeof(gemm[0]); i++)
         if (!strcmp(s, gemm[i]))
             return (struct gen){kfx_gemm_py, kfx_gemm_src};
-    if (!strcmp(s, "Conv2d") || !strcmp(s, "conv2d"))
+    if (strstr(s, "Conv") == s || strstr(s, "conv") == s)
         return (struct gen){kfx_conv_py, kfx_conv_src};
     if (strstr(s, "Pool2d") || strstr(s, "pool2d"))
         return (struct gen){kfx_pool_py, kfx_pool_src};
