@@ -106,6 +106,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + F.cosine_similarity(x, y, dim=0, eps=1e-6)",
         "64, 32",
     ),
+    "views": (
+        "return torch.relu(x.view(x.size(0), 4, -1) + y.unsqueeze(1)).flatten(1) + F.dropout(x, p=0.0)"
+        " + nn.functional.dropout(x * 2, 0.3, False).reshape(x.shape[0], 2, 16).amax(1).flatten().sum()",
+        "64, 8",
+    ),
+    "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 
@@ -434,9 +440,10 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     "body,named",
     [
         ("return torch.cumsum(x, dim=1) + y", "cumsum"),
-        ("return (x + y).view(32, 64)", "view"),
+        ("return (x + y).transpose(0, 1)", "transpose"),
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
+        ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:
@@ -462,6 +469,23 @@ def test_extra_tasks_are_planned_and_correct(tmp_path: Path, name: str) -> None:
     assert g["ok"], g["detail"]
     v = judged(task, cand)
     assert v["status"] == "ok" and v["correct"] and v["flags"] == [], v
+
+
+def test_a_returned_view_is_not_a_scratch_buffer(tmp_path: Path) -> None:
+    """forward() returns a view of a step's output: that output must be new at every call (a
+    caller may keep it), not the module's scratch buffer."""
+    task = tmp_path / "t.py"
+    task.write_text(TASK_LIKE.replace("{body}", SMALL["view_out"][0]).replace("{yshape}", "64, 32"))
+    cand = tmp_path / "cand"
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand), "0")
+    assert g["ok"], g["detail"]
+    body = (cand / "model_new.py").read_text().split("def forward", 1)[1]
+    ret = body.strip().splitlines()[-1].split()[-1]  # the returned view, wN
+    root = next(
+        ln.split(" = ")[1].split(".view")[0] for ln in body.splitlines() if ln.strip().startswith(f"{ret} =")
+    )
+    alloc = next(ln for ln in body.splitlines() if ln.strip().startswith(f"{root} = "))
+    assert "_alloc(" in alloc and "_scratch" not in alloc, body
 
 
 def test_a_broadcast_that_does_not_fold_is_named(tmp_path: Path) -> None:

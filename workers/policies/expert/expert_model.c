@@ -181,8 +181,9 @@ static const char *assigned(const char *line, size_t *n) {
 /* Appends the planner's forward body with every allocation of a step's output other than the
  * returned one ("tN = _alloc(" or "tN = X.new_empty(") made a _scratch kept between calls. The
  * returned tensor is always new: a caller may keep it. Views of a step's output keep its name
- * (expert_gemm.c, expert_conv.c), so no other name aliases it. */
-static void forward_body(struct kf_buf *b, const char *fwd) {
+ * (expert_gemm.c, expert_conv.c), so no other name aliases it, except the planner's views
+ * (wN, expert_plan_view.c): when forward() returns one, ret_root names the output it views. */
+static void forward_body(struct kf_buf *b, const char *fwd, const char *ret_root) {
     const char *ret = NULL; /* the last line of forward's own block that returns */
     for (const char *line = fwd; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
         if (strncmp(line, "        return ", 15) == 0)
@@ -194,7 +195,8 @@ static void forward_body(struct kf_buf *b, const char *fwd) {
         size_t n = 0;
         const char *name = assigned(line, &n);
         const char *rhs = name ? name + n + 3 : NULL;
-        bool kept = name && !(ret && rn == n && strncmp(ret + 15, name, n) == 0);
+        bool kept = name && !(ret && rn == n && strncmp(ret + 15, name, n) == 0) &&
+                    !(strlen(ret_root) == n && strncmp(ret_root, name, n) == 0);
         const char *dot = kept ? strstr(rhs, ".new_empty(") : NULL;
         size_t like = dot ? strspn(rhs, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
         if (kept && strncmp(rhs, "_alloc(", 7) == 0) {
@@ -228,7 +230,7 @@ char *kfx_plan_model(const struct kfx_plan *p) {
         kf_buf_printf(&b, ", x%d", k);
     kf_buf_printf(&b, "):\n");
     if (p->fwd && p->fwd->data)
-        forward_body(&b, p->fwd->data);
+        forward_body(&b, p->fwd->data, p->ret_root);
     else
         kf_buf_printf(&b, "        pass\n");
     return b.data;

@@ -207,6 +207,10 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         snprintf(detail, dlen, "a (values, indices) tuple used whole (not yet)");
         return -1;
     }
+    if (x->kind == KFX_SIZE) {
+        snprintf(detail, dlen, "a size used as a tensor (not yet)");
+        return -1;
+    }
     if (x->kind != KFX_LAZY)
         return 0;
     struct chain *c = calloc(1, sizeof(*c));
@@ -480,6 +484,8 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
     }
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return -1;
+    if (p->val[v].view_of) /* a view of a step's output: that output leaves the call too */
+        snprintf(p->ret_root, sizeof(p->ret_root), "%s", p->val[p->val[v].view_of - 1].py);
     kfx_line(p, "return %s", p->val[v].py);
     return 0;
 }

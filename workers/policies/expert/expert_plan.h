@@ -27,6 +27,8 @@ enum kfx_vkind {
     KFX_TENSOR, /* the output of a step */
     KFX_LAZY,   /* an elementwise expression not yet in memory */
     KFX_TUPLE,  /* (values, indices) of torch.max/min over a dim, until getitem picks one */
+    KFX_SIZE,   /* a Python int (x.shape[d], ndim 0) or shape (x.shape, ndim 1) of a tensor:
+                   read by views, never by a kernel (is_int is set) */
 };
 
 /* One value of the graph (a node's result, or a view the plan made). */
@@ -38,6 +40,7 @@ struct kfx_val {
     long long shape[KFX_MAX_DIMS]; /* the graph's shape (from the reference's run) */
     int is_int;                    /* int64 (arg-reductions): cannot feed elementwise code */
     const json_t *node;            /* tuple: the max/min node that getitem resolves; borrowed */
+    int view_of; /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
 };
 
 enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
@@ -85,6 +88,7 @@ struct kfx_plan {
     int n_inputs;
     struct kf_buf *fwd;  /* the body of forward(), Python lines indented 8 spaces; owned */
     const json_t *graph; /* borrowed */
+    char ret_root[16];   /* the step output that forward() returns a view of, else "" */
 };
 
 /* Plans the task whose inspect graph is g for backend "cuda" or "cpu". 0, or -1 with the
@@ -117,6 +121,10 @@ int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char
 int kfx_new_out(struct kfx_plan *p);
 /* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
 int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr);
+
+/* expert_plan_view.c: views of a tensor (view, reshape, flatten, squeeze, unsqueeze), sizes,
+ * and dropout that drops nothing. 1 handled, 0 none of them, -1 with detail. */
+int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
 /* expert_plan_loss.c: the losses (mse, l1, smooth_l1, huber) and cosine_similarity, planned as
  * an elementwise chain and reductions. 1 handled, 0 not one of them, -1 with detail. */

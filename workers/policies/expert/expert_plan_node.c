@@ -590,6 +590,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
     const char *mtype = NULL;
+    int vrc = kfx_plan_view(p, node, k, detail, dlen);
+    if (vrc != 0)
+        return vrc;
     if (!strcmp(op, "call_module")) {
         mtype = json_string_value(json_object_get(node, "module_type"));
         if (mtype == NULL)

@@ -1,0 +1,219 @@
+/* expert_plan_view.c: the planner's nodes that compute nothing: views of a contiguous tensor
+ * (view, reshape, flatten, squeeze, unsqueeze), the sizes their shapes are made of (x.size(d),
+ * x.shape[d]) and dropout that drops nothing (p = 0, or not training). A view is a Python
+ * local over its materialised source (ModelNew may take views): its val keeps the source's
+ * kind, so an output that is a view of an input is copied as an input is, and remembers its
+ * root, which is then not made a scratch buffer when forward() returns the view (ret_root, see
+ * expert_model.c); a size is a Python int
+ * expression (KFX_SIZE), which no kernel reads. Dropout that drops (p > 0 in training) is
+ * random and is refused by name. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "expert.h"
+#include "expert_plan.h"
+
+static const json_t *operand(const json_t *node, size_t i, const char *name) {
+    const json_t *args = json_object_get(node, "args");
+    if (i < json_array_size(args))
+        return json_array_get(args, i);
+    return json_object_get(json_object_get(node, "kwargs"), name);
+}
+
+static bool is_one(const char *s, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(s, *names))
+            return true;
+    return false;
+}
+
+/* Dropout of any kind: 1 an identity, -1 refused (it drops at random), 0 not dropout. */
+static int dropout(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
+                   char *detail, size_t dlen) {
+    static const char *const mods[] = {"Dropout",   "Dropout1d",    "Dropout2d",
+                                       "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+                                       NULL};
+    static const char *const fns[] = {"dropout",   "dropout1d",     "dropout2d",
+                                      "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+                                      NULL};
+    if (!is_one(s, module ? mods : fns))
+        return 0;
+    const json_t *attrs = json_object_get(node, "attrs");
+    const json_t *pj = module ? json_object_get(attrs, "p") : operand(node, 1, "p");
+    const json_t *tj = module ? json_object_get(attrs, "training") : operand(node, 2, "training");
+    double prob = json_is_number(pj) ? json_number_value(pj) : 0.5;
+    bool training = tj == NULL || json_is_null(tj) || json_is_true(tj);
+    int in = kfx_arg_val(p, operand(node, 0, "input"));
+    if (in < 0 || p->val[in].kind == KFX_SIZE || p->val[in].kind == KFX_TUPLE) {
+        snprintf(detail, dlen, "%s of something that is not a tensor", s);
+        return -1;
+    }
+    if (training && prob > 0.0) {
+        snprintf(detail, dlen, "%s with p=%g in training mode (random: no kernel can match it)", s,
+                 prob);
+        return -1;
+    }
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", in);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+/* The Python expression of val *vp for a view or a size: materialised first when lazy; *vp
+ * becomes the val the expression is of. */
+static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen) {
+    int v = *vp;
+    /* an identity (dropout, contiguous, clone) of a materialised val: that val */
+    while (v >= 0 && p->val[v].kind == KFX_LAZY && p->val[v].expr && p->val[v].expr[0] == 'v') {
+        char *end = NULL;
+        long j = strtol(p->val[v].expr + 1, &end, 10);
+        if (*end != '\0' || j < 0 || j >= v)
+            break;
+        v = (int)j;
+    }
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int)
+        return NULL;
+    if (kfx_materialise(p, v, detail, dlen) != 0)
+        return NULL;
+    *vp = v;
+    return p->val[v].py;
+}
+
+/* x.size(d), x.size(), getattr(x, "shape") and getitem of the last two: KFX_SIZE vals. */
+static int size(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                size_t dlen) {
+    const json_t *a0 = operand(node, 0, "input"), *a1 = operand(node, 1, "dim");
+    int v = kfx_arg_val(p, a0);
+    char py[128];
+    int seq = 0; /* a whole shape (a sequence), else one size */
+    if (!strcmp(s, "getitem")) {
+        if (v < 0 || p->val[v].kind != KFX_SIZE || p->val[v].ndim != 1 || !json_is_integer(a1))
+            return 0;
+        snprintf(py, sizeof(py), "%s[%lld]", p->val[v].py, (long long)json_integer_value(a1));
+    } else if (!strcmp(s, "getattr")) {
+        const char *field = json_string_value(a1);
+        if (field == NULL || strcmp(field, "shape") != 0)
+            return 0;
+        const char *src = source(p, &v, detail, dlen);
+        if (src == NULL)
+            return -1;
+        snprintf(py, sizeof(py), "%s.shape", src);
+        seq = 1;
+    } else if (!strcmp(s, "size")) {
+        const char *src = source(p, &v, detail, dlen);
+        if (src == NULL || (a1 && !json_is_null(a1) && !json_is_integer(a1)))
+            return -1;
+        if (json_is_integer(a1))
+            snprintf(py, sizeof(py), "%s.shape[%lld]", src, (long long)json_integer_value(a1));
+        else
+            snprintf(py, sizeof(py), "%s.shape", src);
+        seq = !json_is_integer(a1);
+    } else {
+        return 0;
+    }
+    kfx_set_val(p, k, node, KFX_SIZE, py);
+    p->val[k].is_int = 1;
+    p->val[k].ndim = seq; /* a whole shape: 1, one size: 0 */
+    return 1;
+}
+
+/* One dimension of a view's shape as Python text: an int, or a size val. 0, or -1. */
+static int dim_text(const struct kfx_plan *p, const json_t *a, char *out, size_t n) {
+    if (json_is_integer(a)) {
+        snprintf(out, n, "%lld", (long long)json_integer_value(a));
+        return 0;
+    }
+    int v = kfx_arg_val(p, a);
+    if (v < 0 || p->val[v].kind != KFX_SIZE || p->val[v].ndim != 0)
+        return -1;
+    snprintf(out, n, "%s", p->val[v].py);
+    return 0;
+}
+
+/* The shape arguments of view/reshape (args[1..], or one list in args[1] or kwargs "shape")
+ * as Python text "a, b, c". 0, or -1. */
+static int shape_text(const struct kfx_plan *p, const json_t *node, char *out, size_t n) {
+    const json_t *args = json_object_get(node, "args");
+    const json_t *list = json_array_size(args) == 2 && json_is_array(json_array_get(args, 1))
+                             ? json_array_get(args, 1)
+                             : json_object_get(json_object_get(node, "kwargs"), "shape");
+    size_t from = list ? 0 : 1, count = list ? json_array_size(list) : json_array_size(args);
+    const json_t *src = list ? list : args;
+    out[0] = '\0';
+    if (count <= from)
+        return -1;
+    for (size_t i = from; i < count; i++) {
+        char d[128];
+        size_t len = strlen(out);
+        if (dim_text(p, json_array_get(src, i), d, sizeof(d)) != 0 ||
+            (size_t)snprintf(out + len, n - len, "%s%s", i > from ? ", " : "", d) >= n - len)
+            return -1;
+    }
+    return 0;
+}
+
+/* view, reshape, flatten, squeeze, unsqueeze of a tensor: 1, -1, or 0 when node is none. */
+static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                size_t dlen) {
+    static const char *const views[] = {"view", "reshape", "flatten", "squeeze", "unsqueeze", NULL};
+    if (!is_one(s, views))
+        return 0;
+    int v = kfx_arg_val(p, operand(node, 0, "input"));
+    const char *src = source(p, &v, detail, dlen);
+    if (src == NULL) {
+        if (!detail[0])
+            snprintf(detail, dlen, "%s of something that is not a float tensor (not yet)", s);
+        return -1;
+    }
+    const int nd = p->val[v].ndim;
+    char args[200] = "", py[256];
+    if (!strcmp(s, "view") || !strcmp(s, "reshape")) {
+        if (shape_text(p, node, args, sizeof(args)) != 0) {
+            snprintf(detail, dlen, "%s to a shape of other than ints and sizes (not yet)", s);
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.view(%s)", src, args);
+    } else if (!strcmp(s, "flatten")) {
+        const json_t *a = operand(node, 1, "start_dim"), *b = operand(node, 2, "end_dim");
+        long long st = json_is_integer(a) ? json_integer_value(a) : 0;
+        long long en = json_is_integer(b) ? json_integer_value(b) : -1;
+        st = st < 0 ? st + nd : st;
+        en = en < 0 ? en + nd : en;
+        if (nd == 0 || st < 0 || en >= nd || st > en) {
+            snprintf(detail, dlen, "flatten of a %d-D tensor from %lld to %lld", nd, st, en);
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.flatten(%lld, %lld)", src, st, en);
+    } else {
+        const json_t *d = operand(node, 1, "dim");
+        if (!json_is_integer(d)) {
+            snprintf(detail, dlen, "%s without one integer dim (not yet)", s);
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.%s(%lld)", src, s, (long long)json_integer_value(d));
+    }
+    /* a local of its own (a view's expression holds commas, which lists of names split on);
+     * an input's or a parameter's view stays of that kind (an output of it is copied) */
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", k);
+    kfx_line(p, "%s = %s", name, py);
+    kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+    return 1;
+}
+
+int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    bool module = op && !strcmp(op, "call_module");
+    const char *s = module ? json_string_value(json_object_get(node, "module_type"))
+                           : kfw_short_name(json_string_value(json_object_get(node, "target")));
+    if (s == NULL)
+        return 0;
+    int rc = dropout(p, node, k, s, module, detail, dlen);
+    if (rc == 0 && !module)
+        rc = size(p, node, k, s, detail, dlen);
+    if (rc == 0 && !module)
+        rc = view(p, node, k, s, detail, dlen);
+    return rc;
+}
