@@ -108,6 +108,10 @@ class Model(nn.Module):
         self.t2 = nn.ConvTranspose2d(4, 6, (3, 4), stride=(2, 1), padding=(1, 2), output_padding=(1, 0),
                                      groups=2, dilation=(1, 2))
         self.t3 = nn.ConvTranspose3d(4, 2, 3, stride=2, padding=1, output_padding=1)
+        self.mp1 = nn.MaxPool1d(3, stride=2, padding=1, dilation=2, ceil_mode=True)
+        self.ap1 = nn.AvgPool1d(4, stride=3, padding=2, count_include_pad=False)
+        self.mp3 = nn.MaxPool3d(3, stride=2, padding=1, dilation=(1, 2, 1), ceil_mode=True)
+        self.ap3 = nn.AvgPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), count_include_pad=False)
         self.w1 = nn.Parameter(torch.randn(6, 2, 3))
         self.wt2 = nn.Parameter(torch.randn(4, 3, 2, 2))
         self.wt3 = nn.Parameter(torch.randn(4, 3, 2, 3, 2))
@@ -123,6 +127,13 @@ class Model(nn.Module):
             F.conv1d(seq, self.w1, None, 1, "same", 2, 2),
             F.conv_transpose2d(img, self.wt2, None, 2, 0, 0, 1, 1),
             torch.conv_transpose3d(vol, self.wt3, None, (1, 2, 2), (0, 1, 0), (0, 1, 1), 1, (2, 1, 1)),
+            self.mp1(seq),
+            self.ap1(seq),
+            F.max_pool1d(seq, 2),
+            self.mp3(vol),
+            self.ap3(vol),
+            F.avg_pool3d(vol, 2, divisor_override=3),
+            F.max_pool3d(vol, (1, 2, 2)),
         ]
         return sum(o.sum() for o in outs)
 
@@ -240,6 +251,25 @@ CASES = {
         "convnd", "conv_transpose3d", "convnd",
         lambda x, w: F.conv_transpose3d(x, w, None, (1, 2, 2), (0, 1, 0), (0, 1, 1), 1, (2, 1, 1)),
         ((VOL, (4, 3, 2, 3, 2)), ((1, 4, 2, 3, 9), (4, 3, 2, 3, 2)))),
+    "maxpool3d_module": Case(
+        "convnd", "mp3", "pool3d", lambda x: F.max_pool3d(x, 3, 2, 1, (1, 2, 1), ceil_mode=True),
+        ((VOL,), ((1, 3, 7, 9, 8),), ((4, 6, 5, 9),))),
+    "avgpool3d_exclude_pad": Case(
+        "convnd", "ap3", "pool3d",
+        lambda x: F.avg_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), count_include_pad=False),
+        ((VOL,), ((1, 3, 4, 9, 8),))),
+    "avgpool3d_divisor": Case("convnd", "avg_pool3d", "pool3d", lambda x: F.avg_pool3d(x, 2, divisor_override=3), (
+        (VOL,), ((1, 2, 3, 5, 7),))),
+    "maxpool3d_function": Case("convnd", "max_pool3d", "pool3d", lambda x: F.max_pool3d(x, (1, 2, 2)), (
+        (VOL,), ((2, 1, 3, 3),))),
+    "maxpool1d_module": Case(
+        "convnd", "mp1", "pool", lambda x: F.max_pool1d(x, 3, 2, 1, 2, ceil_mode=True),
+        (((2, 4, 17),), ((5, 40),), ((1, 3, 6),))),
+    "avgpool1d_module": Case(
+        "convnd", "ap1", "pool", lambda x: F.avg_pool1d(x, 4, 3, 2, count_include_pad=False),
+        (((2, 4, 17),), ((5, 40),))),
+    "maxpool1d_function": Case("convnd", "max_pool1d", "pool", lambda x: F.max_pool1d(x, 2), (
+        ((2, 4, 17),), ((3, 9),))),
     "maxpool_module": Case("zoo", "mp", "pool", lambda x: F.max_pool2d(x, 3, 2, 1), (
         (IMG,), ((1, 3, 33, 17),), ((4, 15, 16),), ((0, 4, 8, 8),))),
     "avgpool_exclude_pad": Case(
@@ -263,6 +293,7 @@ VARIANTS = {
     "conv": {"cuda": 2, "cpu": 2},
     "convnd": {"cuda": 2, "cpu": 1},
     "pool": {"cuda": 3, "cpu": 2},
+    "pool3d": {"cuda": 1, "cpu": 1},
 }
 # built for cuda and for the other cpu targets: one of each kind of source
 BUILT_EVERYWHERE = [
@@ -274,6 +305,8 @@ BUILT_EVERYWHERE = [
     "conv3d_same_even",
     "convt3d_module",
     "convt1d_module",
+    "maxpool3d_module",
+    "avgpool3d_exclude_pad",
 ]
 
 
@@ -405,15 +438,17 @@ def test_cpu_variants_match_torch(tmp_path: Path, graph: Callable[[str], Path], 
             torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4, msg=f"variant {v}, {shapes}")
 
 
-def test_max_pool_propagates_nan(tmp_path: Path, graph: Callable[[str], Path]) -> None:
-    case = CASES["maxpool_module"]
+@pytest.mark.parametrize("name", ["maxpool_module", "maxpool3d_module"])
+def test_max_pool_propagates_nan(tmp_path: Path, graph: Callable[[str], Path], name: str) -> None:
+    case = CASES[name]
     g = generated(case, "cpu", graph)
-    x = torch.randn(2, 3, 9, 10)
-    x[0, 1, 4, 4] = float("nan")
-    x[1, 2, 0, 0] = float("nan")
+    x = torch.randn(2, 3, 9, 10) if name == "maxpool_module" else torch.randn(2, 3, 5, 9, 10)
+    x[0, 1, 4, 4] = float("nan")  # 3-D: a row that the window's dilation skips
+    x[1, 2, 0, 1] = float("nan")  # 3-D: a row that windows read
     for v, src in enumerate(g["kernels"]):
         got = run_guarded(forward_of(g["py"], 1), build("cpu", src, tmp_path / f"v{v}", []), [x])
-        torch.testing.assert_close(got, F.max_pool2d(x, 3, 2, 1), equal_nan=True)
+        torch.testing.assert_close(got, case.ref(x), equal_nan=True)
+        assert got.isnan().any()
 
 
 def test_batch_dims_that_broadcast_raise(tmp_path: Path, graph: Callable[[str], Path]) -> None:

@@ -1,5 +1,5 @@
 /* expert_ops.h: the expert's generators for operators backed by a library or a sliding window:
- * the matmul family, convolutions and 2-D pooling. Each turns one FX node of the `inspect`
+ * the matmul family, convolutions and pooling. Each turns one FX node of the `inspect`
  * graph into (1) the Python lines of ModelNew.forward() that allocate the node's output and call
  * its kernel, and (2) the kernel's source, in variants. The planner (expert_plan.c) owns the
  * order of the nodes, the names, the fusion of what comes before and after (a linear layer's or
@@ -67,5 +67,12 @@ int kfx_convnd_rank(const json_t *node);
  * count_include_pad (default true) and ceil_mode (default false). */
 int kfx_pool_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
 char *kfx_pool_src(const struct kfx_call *c, int v);
+
+/* 3-D pooling, expert_pool3d.c: nn.MaxPool3d / nn.AvgPool3d, F.max_pool3d / F.avg_pool3d:
+ * in = {x}; x [N, C, D, H, W] or [C, D, H, W]; the options as in 2-D. kfx_pool_py and
+ * kfx_pool_src hand these nodes here; kfx_pool3d_is: whether node is one. */
+int kfx_pool3d_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
+char *kfx_pool3d_src(const struct kfx_call *c, int v);
+int kfx_pool3d_is(const json_t *node);
 
 #endif

@@ -562,25 +562,39 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     return 1;
 }
 
-/* nn.AdaptiveAvgPool2d(1) and F.adaptive_avg_pool2d(x, 1) (also (1, 1)): the mean over the
- * last two dimensions, kept; other output sizes are not planned. */
+/* nn.AdaptiveAvgPool1d/2d/3d(1) and F.adaptive_avg_pool1d/2d/3d(x, 1) (also (1, 1) ..): the
+ * mean over the last 1, 2 or 3 dimensions, kept; other output sizes are not planned. */
 static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const char *s,
                           char *detail, size_t dlen) {
-    if (strcmp(s, "AdaptiveAvgPool2d") != 0 && strcmp(s, "adaptive_avg_pool2d") != 0)
+    static const char *const names[2][3] = {
+        {"AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"},
+        {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}};
+    int rank = 0;
+    bool module = false;
+    for (int m = 0; m < 2; m++)
+        for (int r = 0; r < 3; r++)
+            if (!strcmp(s, names[m][r])) {
+                rank = r + 1;
+                module = m == 0;
+            }
+    if (rank == 0)
         return 0;
-    bool module = !strcmp(s, "AdaptiveAvgPool2d");
     const json_t *os = module ? json_object_get(json_object_get(node, "attrs"), "output_size")
                               : arg(node, 1, "output_size");
     bool one = json_is_integer(os) && json_integer_value(os) == 1;
-    if (json_is_array(os) && json_array_size(os) == 2)
-        one = json_integer_value(json_array_get(os, 0)) == 1 &&
-              json_integer_value(json_array_get(os, 1)) == 1;
+    if (json_is_array(os) && json_array_size(os) == (size_t)rank) {
+        one = true;
+        for (int i = 0; i < rank; i++)
+            one = one && json_integer_value(json_array_get(os, (size_t)i)) == 1;
+    }
     int in = kfx_arg_val(p, arg(node, 0, "input"));
-    if (!one || in < 0 || p->val[in].ndim < 3) {
-        snprintf(detail, dlen, "%s to an output other than 1 x 1 (not yet)", s);
+    if (!one || in < 0 || p->val[in].ndim < rank + 1) {
+        snprintf(detail, dlen, "%s to an output other than 1 (not yet)", s);
         return -1;
     }
-    json_t *dims = json_pack("[ii]", -2, -1);
+    json_t *dims = json_array();
+    for (int i = rank; i >= 1; i--)
+        json_array_append_new(dims, json_integer(-i));
     int rc = kfx_reduce(p, node, k, in, "mean", dims, true, detail, dlen);
     json_decref(dims);
     return rc;
@@ -606,7 +620,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
             return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
         if (kfx_convnd_rank(node) > 0)
             return library(p, node, k, KFX_CONV, 2, kfx_convnd_rank(node), detail, dlen);
-        if (!strcmp(mtype, "MaxPool2d") || !strcmp(mtype, "AvgPool2d"))
+        if (!strcmp(mtype, "MaxPool2d") || !strcmp(mtype, "AvgPool2d") ||
+            !strcmp(mtype, "MaxPool1d") || !strcmp(mtype, "AvgPool1d") ||
+            !strcmp(mtype, "MaxPool3d") || !strcmp(mtype, "AvgPool3d"))
             return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
         int rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
         if (rc == 0)
@@ -626,7 +642,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
     if (kfx_convnd_rank(node) > 0)
         return library(p, node, k, KFX_CONV, 2, kfx_convnd_rank(node), detail, dlen);
-    if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d"))
+    if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d") || !strcmp(s, "max_pool1d") ||
+        !strcmp(s, "avg_pool1d") || !strcmp(s, "max_pool3d") || !strcmp(s, "avg_pool3d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
     int rc = adaptive_avg_1(p, node, k, s, detail, dlen);
     if (rc == 0)

@@ -24,10 +24,11 @@ struct pool_params {
     long k[2], s[2], p[2], d[2];
     bool ceil, count_pad;
     long divisor; /* divisor_override, 0 when none */
+    bool one_d;   /* a 1-D pooling: the 2-D one of rows of height 1 (k, s, d 1 and p 0 down) */
 };
 
-/* Whether node is a 2-D pooling: 1 max, 2 avg, 3 max with indices (refused), 0 neither;
- * *module for nn.*Pool2d. */
+/* Whether node is a 2-D pooling: 1 max, 2 avg, 3 max with indices (refused), 0 neither; 4 +
+ * (1 or 2) for a 1-D one; *module for nn.*Pool2d and nn.*Pool1d. */
 static int pool_kind(const json_t *node, bool *module) {
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *target = json_string_value(json_object_get(node, "target"));
@@ -41,9 +42,13 @@ static int pool_kind(const json_t *node, bool *module) {
         return 0;
     if (!strcmp(s, "MaxPool2d") || !strcmp(s, "max_pool2d"))
         return 1;
-    if (!strcmp(s, "max_pool2d_with_indices"))
+    if (!strcmp(s, "max_pool2d_with_indices") || !strcmp(s, "max_pool1d_with_indices"))
         return 3;
-    return !strcmp(s, "AvgPool2d") || !strcmp(s, "avg_pool2d") ? 2 : 0;
+    if (!strcmp(s, "AvgPool2d") || !strcmp(s, "avg_pool2d"))
+        return 2;
+    if (!strcmp(s, "MaxPool1d") || !strcmp(s, "max_pool1d"))
+        return 4 + 1;
+    return !strcmp(s, "AvgPool1d") || !strcmp(s, "avg_pool1d") ? 4 + 2 : 0;
 }
 
 /* The window's numbers into p; 0, or -1 with what is wrong in detail. */
@@ -58,6 +63,10 @@ static int parse_window(const json_t *node, bool module, struct pool_params *p, 
         snprintf(detail, dlen,
                  "pooling %s: kernel_size, stride, padding or dilation not understood", name);
         return -1;
+    }
+    if (p->one_d) { /* rows of height 1: the window spans one row */
+        p->k[0] = p->s[0] = p->d[0] = 1;
+        p->p[0] = 0;
     }
     for (int i = 0; i < 2; i++) {
         long reach = (p->k[i] - 1) * p->d[i] + 1; /* the window's extent */
@@ -82,12 +91,14 @@ static int parse(const json_t *node, struct pool_params *p, char *detail, size_t
         snprintf(detail, dlen, "node %s is not a 2-D max or avg pooling", name);
         return -1;
     }
+    memset(p, 0, sizeof(*p));
+    p->one_d = kind > 4;
+    kind -= p->one_d ? 4 : 0;
     if (kind == 3 ||
         (kind == 1 && json_is_true(kfx_arg_param(node, module, 6, "return_indices")))) {
-        snprintf(detail, dlen, "max_pool2d %s with return_indices (not supported)", name);
+        snprintf(detail, dlen, "max_pool %s with return_indices (not supported)", name);
         return -1;
     }
-    memset(p, 0, sizeof(*p));
     p->max = kind == 1;
     if (parse_window(node, module, p, name, detail, dlen) != 0)
         return -1;
@@ -121,12 +132,28 @@ static void out_size(struct kf_buf *t, const struct pool_params *p, int i, const
 }
 
 int kfx_pool_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen) {
+    if (kfx_pool3d_is(c->node))
+        return kfx_pool3d_py(c, py, detail, dlen);
     struct pool_params p;
     if (parse(c->node, &p, detail, dlen) != 0)
         return -1;
     if (kfx_arg_operands(c, 1, "pooling", "", detail, dlen) != 0)
         return -1;
     struct kf_buf t = {0};
+    if (p.one_d) { /* [.., L] as planes of one row */
+        kf_buf_printf(&t, "        @_x = `0\n"
+                          "        if @_x.dim() not in (2, 3):\n"
+                          "            raise ValueError(f\"$: 1-D pooling of {tuple(@_x.shape)}: a "
+                          "2-D or 3-D input only\")\n"
+                          "        @_h, @_w = 1, @_x.shape[-1]\n");
+        out_size(&t, &p, 1, "ow", "w");
+        kf_buf_printf(&t, "        if @_ow <= 0:\n"
+                          "            raise ValueError(f\"$: 1-D pooling of {tuple(@_x.shape)}: "
+                          "the output would be empty\")\n"
+                          "        @ = @_x.new_empty((*@_x.shape[:-1], @_ow))\n"
+                          "        self.k.$(@_x, @, @_x.shape[:-1].numel(), 1, @_w, 1, @_ow)\n");
+        return kfx_arg_emit(py, &t, c);
+    }
     kf_buf_printf(&t, "        @_x = `0\n"
                       "        if @_x.dim() not in (3, 4):\n"
                       "            raise ValueError(f\"$: 2-D pooling of {tuple(@_x.shape)}: a 3-D "
@@ -464,6 +491,8 @@ static char *cpu_src(const struct kfx_call *c, const struct pool_params *p, int 
 }
 
 char *kfx_pool_src(const struct kfx_call *c, int v) {
+    if (kfx_pool3d_is(c->node))
+        return kfx_pool3d_src(c, v);
     struct pool_params p;
     char detail[256];
     if (parse(c->node, &p, detail, sizeof(detail)) != 0)

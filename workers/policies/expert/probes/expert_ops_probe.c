@@ -33,7 +33,8 @@ static struct gen generator_of(const json_t *node) {
             return (struct gen){kfx_gemm_py, kfx_gemm_src};
     if (strstr(s, "Conv") == s || strstr(s, "conv") == s)
         return (struct gen){kfx_conv_py, kfx_conv_src};
-    if (strstr(s, "Pool2d") || strstr(s, "pool2d"))
+    if (strstr(s, "Pool2d") || strstr(s, "pool2d") || strstr(s, "Pool1d") || strstr(s, "pool1d") ||
+        strstr(s, "Pool3d") || strstr(s, "pool3d"))
         return (struct gen){kfx_pool_py, kfx_pool_src};
     return (struct gen){NULL, NULL};
 }
