@@ -111,6 +111,11 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + nn.functional.dropout(x * 2, 0.3, False).reshape(x.shape[0], 2, 16).amax(1).flatten().sum()",
         "64, 8",
     ),
+    "select": (
+        "return torch.where(x > 0, x, x * 0.1) + x * (y >= 0.5).float() + x.masked_fill(x < -1, 0.0)"
+        " + torch.where(x != y, 1.0, y) - (x <= y) * 2 + torch.lt(x, 0.25) * y.eq(y)",
+        "64, 32",
+    ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
@@ -444,6 +449,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),
+        ("return (x > y).sum()", "a reduction of a comparison's boolean tensor"),
+        ("return x > y", "a comparison's boolean tensor used as a tensor"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:

@@ -213,6 +213,10 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     }
     if (x->kind != KFX_LAZY)
         return 0;
+    if (x->is_int) {
+        snprintf(detail, dlen, "a comparison's boolean tensor used as a tensor (not yet)");
+        return -1;
+    }
     struct chain *c = calloc(1, sizeof(*c));
     if (c == NULL || walk(p, v, c) != 0) {
         snprintf(detail, dlen,
@@ -271,6 +275,10 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
 int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, size_t n,
                  char *detail, size_t dlen) {
     struct kfx_val *x = &p->val[v];
+    if (x->kind == KFX_LAZY && x->is_int) {
+        snprintf(detail, dlen, "a reduction of a comparison's boolean tensor (not yet)");
+        return -1;
+    }
     if (x->kind == KFX_LAZY) {
         struct chain *c = calloc(1, sizeof(*c));
         bool fuse = c != NULL && walk(p, v, c) == 0;
@@ -345,10 +353,40 @@ static int arg_text(const struct kfx_plan *p, const json_t *a, char *out, size_t
         return strstr(out, "nan") || strstr(out, "inf") ? -1 : 0;
     }
     int k = kfx_arg_val(p, a);
-    if (k < 0 || p->val[k].kind == KFX_TUPLE || p->val[k].is_int)
+    /* a lazy val of an integer dtype is a comparison's boolean (1.0f or 0.0f) */
+    if (k < 0 || p->val[k].kind == KFX_TUPLE || p->val[k].kind == KFX_SIZE ||
+        (p->val[k].is_int && p->val[k].kind != KFX_LAZY))
         return -1;
     snprintf(out, n, "v%d", k);
     return 0;
+}
+
+/* Comparisons (a boolean as 1.0f or 0.0f, which only elementwise code reads), torch.where and
+ * masked_fill: val k lazy. 1 handled, 0 none of them, -1 an operand not understood. */
+static int select_ops(struct kfx_plan *p, const char *s, const json_t *args, int k,
+                      const json_t *node) {
+    static const char *const cmp[][2] = {{"gt", ">"},  {"lt", "<"},  {"ge", ">="},
+                                         {"le", "<="}, {"eq", "=="}, {"ne", "!="}};
+    const char *sym = NULL;
+    for (size_t i = 0; i < sizeof(cmp) / sizeof(cmp[0]); i++)
+        if (!strcmp(s, cmp[i][0]) || (s[0] == '_' && s[1] == '_' && !strncmp(s + 2, cmp[i][0], 2)))
+            sym = cmp[i][1];
+    bool where = !strcmp(s, "where"), fill = !strcmp(s, "masked_fill");
+    size_t na = json_array_size(args);
+    if (!sym && !where && !fill)
+        return 0;
+    char a[48], b[48], c[48], e[200];
+    if (na != (sym ? 2u : 3u) || arg_text(p, json_array_get(args, 0), a, sizeof(a)) != 0 ||
+        arg_text(p, json_array_get(args, 1), b, sizeof(b)) != 0 ||
+        (!sym && arg_text(p, json_array_get(args, 2), c, sizeof(c)) != 0))
+        return -1;
+    if (sym)
+        snprintf(e, sizeof(e), "(%s %s %s) ? 1.0f : 0.0f", a, sym, b);
+    else if (where) /* where(cond, x, y) */
+        snprintf(e, sizeof(e), "%s != 0.0f ? %s : %s", a, b, c);
+    else /* x.masked_fill(mask, value) */
+        snprintf(e, sizeof(e), "%s != 0.0f ? %s : %s", b, c, a);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
 /* tanh of the lazy val a ("vK") when that val is a softplus: one exponential (expert_ew.c's
@@ -382,6 +420,11 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     }
     json_object_del(kw, "inplace");
     size_t na = json_array_size(args);
+    int sel = json_object_size(kw) == 0 ? select_ops(p, s, args, k, node) : 0;
+    if (sel != 0) {
+        json_decref(kw);
+        return sel;
+    }
     /* torch.clamp(x, lo, hi) and x.clamp(lo, hi): positional bounds as keywords */
     if ((strcmp(s, "clamp") == 0 || strcmp(s, "clip") == 0) && na >= 2) {
         json_object_set(kw, "min", json_array_get(args, 1));
