@@ -116,6 +116,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.where(x != y, 1.0, y) - (x <= y) * 2 + torch.lt(x, 0.25) * y.eq(y)",
         "64, 32",
     ),
+    "transposes": (
+        "return (torch.relu(x.t() * 2) + y).T.contiguous() + torch.softmax(y.transpose(0, 1), dim=1)"
+        " + x.mT.sum(0, keepdim=True).t() + torch.matmul(x.T, x).mean()"
+        " + (y @ y.permute(1, 0)).mean()",
+        "32, 64",
+    ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }

@@ -159,7 +159,7 @@ static void chain_body(const struct kfx_plan *p, int v, const struct chain *c, s
 }
 
 bool kfx_same_shape(const struct kfx_val *a, const struct kfx_val *b) {
-    return a->ndim == b->ndim &&
+    return a->ndim == b->ndim && !a->noncontig && !b->noncontig &&
            memcmp(a->shape, b->shape, sizeof(long long) * (size_t)a->ndim) == 0;
 }
 
@@ -211,6 +211,20 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         snprintf(detail, dlen, "a size used as a tensor (not yet)");
         return -1;
     }
+    if (x->kind != KFX_LAZY && x->noncontig) {
+        /* a strided view: v becomes its copy, through the strided elementwise pass */
+        if (p->n_vals >= KFX_MAX_VALS)
+            return -1;
+        int w = p->n_vals++;
+        p->val[w] = *x;
+        p->val[w].node = NULL; /* the node's later readers find v, the copy */
+        char e[16];
+        snprintf(e, sizeof(e), "v%d", w);
+        if (kfx_set_lazy(p, v, x->node, e) != 0)
+            return -1;
+        x->noncontig = false;
+        x->view_of = 0;
+    }
     if (x->kind != KFX_LAZY)
         return 0;
     if (x->is_int) {
@@ -226,10 +240,13 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         return -1;
     }
     int bcast = 0;
-    for (int i = 0; i < c->n_leaves; i++)
+    bool strided = false; /* a leaf is a transposed or permuted view */
+    for (int i = 0; i < c->n_leaves; i++) {
         if (!kfx_same_shape(&p->val[c->leaf[i]], x))
             bcast = 1;
-    if (bcast && x->ndim > 4 && folded_dims(p, x, c) > 4) {
+        strided = strided || p->val[c->leaf[i]].noncontig;
+    }
+    if (bcast && x->ndim > 4 && (strided || folded_dims(p, x, c) > 4)) {
         snprintf(detail, dlen,
                  "broadcasting over more than 4 dimensions that do not merge (not "
                  "yet)");
@@ -240,7 +257,7 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     chain_body(p, v, c, &b);
     char names[1024];
     leaf_names(p, c, names, sizeof(names));
-    if (b.data && bcast && x->ndim <= 4 &&
+    if (b.data && bcast && x->ndim <= 4 && !strided &&
         kfx_fuse_norm(p, v, c->leaf, c->n_leaves, b.data, names)) {
         free(c); /* the body is the fused step's now */
         return 0;
@@ -255,13 +272,22 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     st->n_leaves = c->n_leaves;
     st->bcast = bcast;
     snprintf(x->py, sizeof(x->py), "t%d", v);
+    /* the pointers passed: a strided view's contiguous root (the same first element; the
+     * runtime passes contiguous tensors only), read through the view's strides */
+    char ptrs[1024] = "";
+    for (int i = 0; i < c->n_leaves; i++) {
+        const struct kfx_val *l = &p->val[c->leaf[i]];
+        size_t len = strlen(ptrs);
+        snprintf(ptrs + len, sizeof(ptrs) - len, "%s, ",
+                 l->noncontig ? p->val[l->view_of - 1].py : l->py);
+    }
     if (bcast && x->ndim > 4) { /* folded to 4 dimensions in Python (_fold4) */
         kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
-        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_fold4(%s, %s))", st->fn, names, x->py, x->py,
+        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_fold4(%s, %s))", st->fn, ptrs, x->py, x->py,
                  x->py, names);
     } else if (bcast) {
         kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
-        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", st->fn, names,
+        kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", st->fn, ptrs,
                  x->py, x->py, x->py, x->py, names);
     } else {
         kfx_line(p, "%s = _alloc(%s.shape, x0)", x->py, p->val[c->leaf[0]].py);
@@ -275,6 +301,8 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
 int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, size_t n,
                  char *detail, size_t dlen) {
     struct kfx_val *x = &p->val[v];
+    if (x->kind != KFX_LAZY && x->noncontig && kfx_materialise(p, v, detail, dlen) != 0)
+        return -1; /* a strided view: copied (v is now lazy, its copy's chain) */
     if (x->kind == KFX_LAZY && x->is_int) {
         snprintf(detail, dlen, "a reduction of a comparison's boolean tensor (not yet)");
         return -1;

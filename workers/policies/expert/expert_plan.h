@@ -40,7 +40,9 @@ struct kfx_val {
     long long shape[KFX_MAX_DIMS]; /* the graph's shape (from the reference's run) */
     int is_int;                    /* int64 (arg-reductions): cannot feed elementwise code */
     const json_t *node;            /* tuple: the max/min node that getitem resolves; borrowed */
-    int view_of; /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
+    int view_of;    /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
+    bool noncontig; /* a transposed or permuted view: read through its strides only (a kernel
+                       that wants it contiguous gets a copy, kfx_materialise) */
 };
 
 enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
@@ -177,7 +179,8 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg);
 bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
                    const char *names);
 
-/* expert_plan.c: the two vals have the same shape. */
+/* expert_plan.c: the two vals have the same shape, and both are contiguous (a strided view's
+ * elements are not where a flat index says). */
 bool kfx_same_shape(const struct kfx_val *a, const struct kfx_val *b);
 
 #endif

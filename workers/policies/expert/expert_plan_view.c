@@ -1,12 +1,12 @@
 /* expert_plan_view.c: the planner's nodes that compute nothing: views of a contiguous tensor
- * (view, reshape, flatten, squeeze, unsqueeze), the sizes their shapes are made of (x.size(d),
- * x.shape[d]) and dropout that drops nothing (p = 0, or not training). A view is a Python
- * local over its materialised source (ModelNew may take views): its val keeps the source's
- * kind, so an output that is a view of an input is copied as an input is, and remembers its
- * root, which is then not made a scratch buffer when forward() returns the view (ret_root, see
- * expert_model.c); a size is a Python int
- * expression (KFX_SIZE), which no kernel reads. Dropout that drops (p > 0 in training) is
- * random and is refused by name. */
+ * (view, reshape, flatten, squeeze, unsqueeze), strided views (transpose, permute, t, T, mT: an
+ * elementwise pass reads them through their strides, any other kernel gets a copy), the sizes their
+ * shapes are made of (x.size(d), x.shape[d]) and dropout that drops nothing (p = 0, or not
+ * training). A view is a Python local over its materialised source (ModelNew may take views): its
+ * val keeps the source's kind, so an output that is a view of an input is copied as an input is,
+ * and remembers its root, which is then not made a scratch buffer when forward() returns the view
+ * (ret_root, see expert_model.c); a size is a Python int expression (KFX_SIZE), which no kernel
+ * reads. Dropout that drops (p > 0 in training) is random and is refused by name. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +68,8 @@ static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen
     while (v >= 0 && p->val[v].kind == KFX_LAZY && p->val[v].expr && p->val[v].expr[0] == 'v') {
         char *end = NULL;
         long j = strtol(p->val[v].expr + 1, &end, 10);
-        if (*end != '\0' || j < 0 || j >= v)
-            break;
+        if (*end != '\0' || j < 0 || j >= v || p->val[j].noncontig)
+            break; /* x.transpose(..).contiguous(): the copy is wanted */
         v = (int)j;
     }
     if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int)
@@ -203,6 +203,60 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     return 1;
 }
 
+/* x.transpose(a, b), torch.transpose, x.permute(..), torch.permute, x.t(), x.T, x.mT: a strided
+ * view (noncontig), which elementwise passes read through its strides and other kernels copy. */
+static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                     size_t dlen) {
+    const json_t *args = json_object_get(node, "args");
+    const char *field = !strcmp(s, "getattr") ? json_string_value(json_array_get(args, 1)) : NULL;
+    bool attr = field && (!strcmp(field, "T") || !strcmp(field, "mT"));
+    if (!attr && strcmp(s, "transpose") != 0 && strcmp(s, "permute") != 0 && strcmp(s, "t") != 0)
+        return 0;
+    int v = kfx_arg_val(p, operand(node, 0, "input"));
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
+        kfx_materialise(p, v, detail, dlen) != 0) {
+        if (!detail[0])
+            snprintf(detail, dlen, "%s of something that is not a float tensor (not yet)", s);
+        return -1;
+    }
+    char py[256];
+    const char *src = p->val[v].py;
+    if (attr) {
+        snprintf(py, sizeof(py), "%s.%s", src, field);
+    } else if (!strcmp(s, "t")) {
+        snprintf(py, sizeof(py), "%s.t()", src);
+    } else {
+        /* the dims: args[1..], or one list in args[1] or kwargs "dims"/"dim0", "dim1" */
+        const json_t *list = json_is_array(json_array_get(args, 1)) ? json_array_get(args, 1)
+                             : json_array_size(args) > 1            ? args
+                                                                    : NULL;
+        size_t from = list == args ? 1 : 0, count = list ? json_array_size(list) : 0;
+        char dims[96] = "";
+        for (size_t i = from; i < count; i++) {
+            const json_t *d = json_array_get(list, i);
+            size_t len = strlen(dims);
+            if (!json_is_integer(d) || len + 24 >= sizeof(dims)) {
+                snprintf(detail, dlen, "%s with dims other than ints (not yet)", s);
+                return -1;
+            }
+            snprintf(dims + len, sizeof(dims) - len, "%s%lld", i > from ? ", " : "",
+                     (long long)json_integer_value(d));
+        }
+        if (count <= from) {
+            snprintf(detail, dlen, "%s without its dims (not yet)", s);
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.%s(%s)", src, s, dims);
+    }
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", k);
+    kfx_line(p, "%s = %s", name, py);
+    kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+    p->val[k].noncontig = true;
+    return 1;
+}
+
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     bool module = op && !strcmp(op, "call_module");
@@ -215,5 +269,7 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         rc = size(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = view(p, node, k, s, detail, dlen);
+    if (rc == 0 && !module)
+        rc = transpose(p, node, k, s, detail, dlen);
     return rc;
 }
