@@ -1,6 +1,7 @@
 """Scaled dot-product attention written out: softmax(q @ k.transpose(-2, -1) / sqrt(d)) @ v,
-over [batch, heads, tokens, head size] (the scale a constant of the head size)."""
+over [batch, heads, tokens, head size], the scale from the key's size."""
 
+import math
 import os
 
 import torch
@@ -15,7 +16,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, q, k, v):
-        att = (q @ k.transpose(-2, -1)) * (1.0 / D**0.5)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         return torch.softmax(att, dim=-1) @ v
 
 

@@ -40,6 +40,8 @@ EVERY_VARIANT = ["gelu", "scale_bias_relu", "argmax_last_dim", "softmax_dim1", "
 CUDA_ALSO = ["linear_bias_relu", "bmm", "conv_bn_relu", "conv2d_relu_maxpool", "avg_pool2d", "group_norm",
              "batch_norm1d_relu", "logsumexp_rows", "sum_dim", "rms_norm", "conv_transpose3d_scale_sigmoid"]  # fmt: skip
 TASK_LIKE = """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -121,6 +123,10 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + x.mT.sum(0, keepdim=True).t() + torch.matmul(x.T, x).mean()"
         " + (y @ y.permute(1, 0)).mean()",
         "32, 64",
+    ),
+    "scalars": (
+        "return torch.softmax(x / math.sqrt(x.size(-1)), dim=1) + y * (y.shape[0] // 16) - x.size(1)",
+        "64, 32",
     ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),

@@ -372,7 +372,7 @@ static const char *module_op(const char *type) {
 }
 
 /* An argument as C text: a val's variable or a number. 0, or -1. */
-static int arg_text(const struct kfx_plan *p, const json_t *a, char *out, size_t n) {
+static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
     if (json_is_number(a) || json_is_boolean(a)) {
         char buf[40];
         snprintf(
@@ -381,6 +381,20 @@ static int arg_text(const struct kfx_plan *p, const json_t *a, char *out, size_t
         return strstr(out, "nan") || strstr(out, "inf") ? -1 : 0;
     }
     int k = kfx_arg_val(p, a);
+    if (k >= 0 && p->val[k].kind == KFX_SIZE && p->val[k].ndim == 0) {
+        /* a Python scalar: a 0-d tensor made at every call (an allocation and a fill) */
+        if (p->val[k].as_tensor == 0) {
+            char py[16];
+            snprintf(py, sizeof(py), "s%d", k);
+            const long long scalar[1] = {0};
+            int t = kfx_new_val(p, py, scalar, 0);
+            if (t < 0)
+                return -1;
+            kfx_line(p, "%s = torch.full((), float(%s), device=x0.device)", py, p->val[k].py);
+            p->val[k].as_tensor = t + 1;
+        }
+        k = p->val[k].as_tensor - 1;
+    }
     /* a lazy val of an integer dtype is a comparison's boolean (1.0f or 0.0f) */
     if (k < 0 || p->val[k].kind == KFX_TUPLE || p->val[k].kind == KFX_SIZE ||
         (p->val[k].is_int && p->val[k].kind != KFX_LAZY))
@@ -591,7 +605,9 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             attribute(p, node, k);
             continue;
         }
-        int rc = elementwise(p, node, k);
+        int rc = kfx_plan_scalar(p, node, k);
+        if (rc == 0)
+            rc = elementwise(p, node, k);
         if (rc == 0)
             rc = kfx_plan_anchor(p, node, k, detail, dlen);
         if (rc == 1)

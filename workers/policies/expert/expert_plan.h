@@ -43,6 +43,7 @@ struct kfx_val {
     int view_of;    /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
     bool noncontig; /* a transposed or permuted view: read through its strides only (a kernel
                        that wants it contiguous gets a copy, kfx_materialise) */
+    int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
 };
 
 enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
@@ -123,6 +124,10 @@ int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char
 int kfx_new_out(struct kfx_plan *p);
 /* A new lazy val of like's shape computing expr (not a node of the graph): its index, or -1. */
 int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr);
+
+/* expert_plan_view.c: Python scalars from sizes (math.sqrt(x.size(-1)), x.shape[1] * 2): a
+ * node whose operands are sizes and numbers becomes a KFX_SIZE scalar. 1 handled, 0 not. */
+int kfx_plan_scalar(struct kfx_plan *p, const json_t *node, int k);
 
 /* expert_plan_view.c: views of a tensor (view, reshape, flatten, squeeze, unsqueeze), sizes,
  * and dropout that drops nothing. 1 handled, 0 none of them, -1 with detail. */

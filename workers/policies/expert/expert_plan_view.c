@@ -257,6 +257,58 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     return 1;
 }
 
+/* A scalar operand as Python text: a number, or a size val of one int. 0, or -1. */
+static int scalar_text(const struct kfx_plan *p, const json_t *a, char *out, size_t n, int *sizes) {
+    if (json_is_integer(a) || json_is_real(a)) {
+        snprintf(out, n, "%.17g", json_number_value(a));
+        return 0;
+    }
+    int v = kfx_arg_val(p, a);
+    if (v < 0 || p->val[v].kind != KFX_SIZE || p->val[v].ndim != 0)
+        return -1;
+    snprintf(out, n, "%s", p->val[v].py);
+    ++*sizes;
+    return 0;
+}
+
+int kfx_plan_scalar(struct kfx_plan *p, const json_t *node, int k) {
+    static const char *const ops[][2] = {{"add", "+"},     {"sub", "-"},       {"mul", "*"},
+                                         {"truediv", "/"}, {"floordiv", "//"}, {"pow", "**"},
+                                         {"mod", "%"}};
+    const char *target = json_string_value(json_object_get(node, "target"));
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const json_t *args = json_object_get(node, "args");
+    if (!target || !op || strcmp(op, "call_function") != 0 || json_array_size(args) == 0 ||
+        json_array_size(args) > 2)
+        return 0;
+    const bool math = !strncmp(target, "math.", 5), oper = !strncmp(target, "_operator.", 10);
+    const char *sym = NULL;
+    for (size_t i = 0; oper && i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (!strcmp(target + 10, ops[i][0]))
+            sym = ops[i][1];
+    if (!math && !sym)
+        return 0;
+    char a[128] = "", b[128] = "", py[280];
+    int sizes = 0;
+    if (scalar_text(p, json_array_get(args, 0), a, sizeof(a), &sizes) != 0 ||
+        (json_array_size(args) == 2 &&
+         scalar_text(p, json_array_get(args, 1), b, sizeof(b), &sizes) != 0) ||
+        sizes == 0)
+        return 0;
+    if (math)
+        snprintf(py, sizeof(py), "%s(%s%s%s)", target, a, b[0] ? ", " : "", b);
+    else if (json_array_size(args) == 2)
+        snprintf(py, sizeof(py), "(%s %s %s)", a, sym, b);
+    else
+        return 0;
+    if (strlen(py) >= sizeof(p->val[k].py))
+        return 0;
+    kfx_set_val(p, k, node, KFX_SIZE, py);
+    p->val[k].is_int = 1;
+    p->val[k].ndim = 0;
+    return 1;
+}
+
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     bool module = op && !strcmp(op, "call_module");
