@@ -128,6 +128,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "return torch.softmax(x / math.sqrt(x.size(-1)), dim=1) + y * (y.shape[0] // 16) - x.size(1)",
         "64, 32",
     ),
+    "kl_div": (
+        "return F.kl_div(torch.log(torch.softmax(x, dim=1)), torch.softmax(y, dim=1), reduction='batchmean')"
+        " + F.kl_div(x, y.abs(), reduction='sum') * 0.01 + F.kl_div(x, y, reduction='mean', log_target=True)"
+        " + F.kl_div(x, torch.relu(y), reduction='none')",
+        "64, 32",
+    ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
@@ -321,9 +327,11 @@ class Model(nn.Module):
         self.huber = nn.HuberLoss(reduction="none", delta=0.7)
         self.l1 = nn.L1Loss()
         self.cos = nn.CosineSimilarity(dim=0)
+        self.kl = nn.KLDivLoss(reduction="batchmean", log_target=True)
 
     def forward(self, x, y):
-        return self.huber(x, y) * (self.mse(x, y) + self.sl1(x, y) - self.l1(x, y)) + self.cos(x, y)
+        return (self.huber(x, y) * (self.mse(x, y) + self.sl1(x, y) - self.l1(x, y)) + self.cos(x, y)
+                + self.kl(x, y * 0.1))
 
 
 def get_inputs():

@@ -1,5 +1,5 @@
 /* expert_plan_loss.c: the planner's losses and similarities (F.mse_loss, F.l1_loss,
- * F.smooth_l1_loss, F.huber_loss, F.cosine_similarity and their nn modules): each is an
+ * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.cosine_similarity and their nn modules): each is an
  * elementwise chain over its two operands, reduced (the chain is the reduction's prologue: one
  * pass over the operands) or left lazy for reduction='none'. The formulas are PyTorch's. */
 #include <stdbool.h>
@@ -68,6 +68,53 @@ static int cosine(struct kfx_plan *p, const json_t *node, int k, char *detail, s
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* F.kl_div(input, target, reduction='mean', log_target=False) and nn.KLDivLoss: pointwise
+ * target * (log(target) - input) (0 where target is 0, as xlogy), or exp(target) * (target -
+ * input) with log_target; 'batchmean' as the mean over dim 0 of the sums over the others. */
+static int kl_div(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int a = kfx_arg_val(p, operand(node, 0, "input"));
+    int b = kfx_arg_val(p, operand(node, 1, "target"));
+    const json_t *rj = param(node, "reduction");
+    const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
+    const char *red = rj ? json_string_value(rj) : "mean";
+    if (!same_operands(p, a, b) || red == NULL ||
+        (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none") &&
+         strcmp(red, "batchmean")) ||
+        (old1 && !json_is_null(old1)) || (old2 && !json_is_null(old2))) {
+        snprintf(detail, dlen,
+                 "kl_div with size_average or reduce, or over operands of different shapes (not "
+                 "yet)");
+        return -1;
+    }
+    char e[256];
+    if (json_is_true(param(node, "log_target")))
+        snprintf(e, sizeof(e), "expf(v%d) * (v%d - v%d)", b, b, a);
+    else
+        snprintf(e, sizeof(e), "(v%d == 0.0f ? 0.0f : v%d * logf(v%d)) - v%d * v%d", b, b, b, b, a);
+    if (!strcmp(red, "none"))
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    int v = kfx_new_lazy(p, a, e);
+    if (v < 0) {
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+        return -1;
+    }
+    const int nd = p->val[a].ndim;
+    if (strcmp(red, "batchmean") != 0 || nd < 2)
+        return kfx_reduce(p, node, k, v, !strcmp(red, "sum") ? "sum" : "mean", NULL, false, detail,
+                          dlen);
+    json_t *rest = json_array();
+    for (int i = 1; i < nd; i++)
+        json_array_append_new(rest, json_integer(i));
+    int rows = kfx_new_out(p);
+    int rc = rows < 0 ? -1 : kfx_reduce(p, node, rows, v, "sum", rest, false, detail, dlen);
+    json_decref(rest);
+    if (rc != 1)
+        return -1;
+    p->val[rows].ndim = 1; /* the per-row sums: [N] */
+    p->val[rows].shape[0] = p->val[a].shape[0];
+    return kfx_reduce(p, node, k, rows, "mean", NULL, false, detail, dlen);
+}
+
 int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen) {
     static const char *const modules[][2] = {
@@ -76,6 +123,7 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         {"SmoothL1Loss", "smooth_l1_loss"},
         {"HuberLoss", "huber_loss"},
         {"CosineSimilarity", "cosine_similarity"},
+        {"KLDivLoss", "kl_div"},
     };
     const char *type = json_string_value(json_object_get(node, "module_type"));
     if (type) {
@@ -88,6 +136,8 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     }
     if (!strcmp(s, "cosine_similarity"))
         return cosine(p, node, k, detail, dlen);
+    if (!strcmp(s, "kl_div"))
+        return kl_div(p, node, k, detail, dlen);
     bool mse = !strcmp(s, "mse_loss"), l1 = !strcmp(s, "l1_loss");
     bool sl1 = !strcmp(s, "smooth_l1_loss"), huber = !strcmp(s, "huber_loss");
     if (!mse && !l1 && !sl1 && !huber)
