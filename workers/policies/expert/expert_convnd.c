@@ -501,7 +501,7 @@ static const char CUDA_ENTRY[] =
     "    bool fits = n * c * id * ih * iw <= INT_MAX && n * oc * od * oh * ow <= INT_MAX &&\n"
     "                oc * (c / kG) * kd * kh * kw <= INT_MAX;\n"
     "    for (int j = 0; j < 3; ++j)\n"
-    "        fits = fits && g.pb[j] == g.pa[j] && (kDims == 5 || j > 0);\n"
+    "        fits = fits && g.pb[j] == g.pa[j];\n"
     "    if (!fits)\n"
     "        return run_direct(x, wt, y, g);\n"
     "    State &s = state();\n"
