@@ -26,9 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / "workers" / "harness"
 sys.path.insert(0, str(HARNESS))
 
-import torch  # noqa: E402
-
 import kforge_runtime  # noqa: E402
+import torch  # noqa: E402
 from kforge_harness.build import native_command  # noqa: E402
 from kforge_harness.candidate import Candidate  # noqa: E402
 
