@@ -431,11 +431,43 @@ def get_init_inputs():
     return []
 """
 
+# nn.PReLU with a weight per channel (drawn, so that a weight read along the wrong dim shows),
+# F.prelu with one weight, F.normalize (p 2 and 1), expand and expand_as views
+PRELU_NORMALIZE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pr = nn.PReLU(8)
+        with torch.no_grad():
+            self.pr.weight.uniform_(0.1, 0.9)
+        self.w1 = nn.Parameter(torch.rand(1) * 0.5)
+
+    def forward(self, x):
+        a = self.pr(x) + F.prelu(x * 2, self.w1)
+        b = F.normalize(x, dim=1) + F.normalize(x, p=1.0, dim=-1, eps=1e-6)
+        c = x.mean(1).unsqueeze(1).expand_as(x) - x.amax(dim=(2, 3), keepdim=True).expand(-1, -1, 16, 16)
+        return a * b + c
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "loss_modules": LOSS_MODULES,
     "instance_norm_pool": INSTANCE_NORM_POOL,
     "conv_family": CONV_FAMILY,
     "five_d": FIVE_D,
+    "prelu_normalize_expand": PRELU_NORMALIZE,
 }
 
 

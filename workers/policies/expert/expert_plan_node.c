@@ -153,7 +153,8 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
 static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
     bool vec = !strcmp(s, "vector_norm") || !strcmp(s, "linalg_vector_norm");
-    if (strcmp(s, "norm") != 0 && !vec)
+    bool unit = !strcmp(s, "normalize"); /* F.normalize(x, p=2, dim=1, eps=1e-12) */
+    if (strcmp(s, "norm") != 0 && !vec && !unit)
         return 0;
     int in = kfx_arg_val(p, arg(node, 0, "input"));
     const json_t *pj = arg(node, 1, vec ? "ord" : "p");
@@ -173,6 +174,29 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     if (r < 0) {
         snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
         return -1;
+    }
+    if (unit) {
+        const json_t *dj = arg(node, 2, "dim"), *ej = arg(node, 3, "eps");
+        json_t *dim = json_integer(json_is_integer(dj) ? json_integer_value(dj) : 1);
+        int nd = p->val[in].ndim;
+        long long d =
+            json_integer_value(dim) < 0 ? json_integer_value(dim) + nd : json_integer_value(dim);
+        int rc = d < 0 || d >= nd ? -1 : kfx_reduce(p, node, r, a, "sum", dim, true, detail, dlen);
+        json_decref(dim);
+        if (rc != 1) {
+            if (!detail[0])
+                snprintf(detail, dlen, "normalize over a dim the input does not have");
+            return -1;
+        }
+        /* the norms' shape: the input's with dim kept as 1 (kfx_reduce took the node's) */
+        p->val[r].ndim = nd;
+        memcpy(p->val[r].shape, p->val[in].shape, sizeof(long long) * (size_t)nd);
+        p->val[r].shape[d] = 1;
+        char eps[40];
+        kfw_ew_lit(json_is_number(ej) ? json_number_value(ej) : 1e-12, eps);
+        snprintf(e, sizeof(e), pv == 1.0 ? "v%d / fmaxf(v%d, %s)" : "v%d / fmaxf(sqrtf(v%d), %s)",
+                 in, r, eps);
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
     }
     int rc = kfx_reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
                         detail, dlen);
@@ -600,6 +624,28 @@ static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const c
     return rc;
 }
 
+/* nn.PReLU and F.prelu(x, weight): x > 0 ? x : w * x, the weight (one value, or one per
+ * channel) along dim 1. */
+static int prelu(struct kfx_plan *p, const json_t *node, int k, bool module, char *detail,
+                 size_t dlen) {
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    if (in < 0 || p->val[in].is_int) {
+        snprintf(detail, dlen, "prelu of something that is not a float tensor");
+        return -1;
+    }
+    int ones = p->val[in].ndim >= 2 ? p->val[in].ndim - 2 : 0;
+    int w = module ? param_val(p, NULL, json_string_value(json_object_get(node, "target")),
+                               "weight", ones)
+                   : param_val(p, arg(node, 1, "weight"), NULL, NULL, ones);
+    if (w < 0) {
+        snprintf(detail, dlen, "prelu with a weight that is not a parameter (not yet)");
+        return -1;
+    }
+    char e[96];
+    snprintf(e, sizeof(e), "v%d > 0.0f ? v%d : v%d * v%d", in, in, w, in);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
@@ -616,6 +662,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
                            detail, dlen);
         if (!strcmp(mtype, "Linear"))
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+        if (!strcmp(mtype, "PReLU"))
+            return prelu(p, node, k, true, detail, dlen);
         if (!strcmp(mtype, "Conv2d"))
             return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
         if (kfx_convnd_rank(node) > 0)
@@ -638,6 +686,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return library(p, node, k, KFX_GEMM, 2, -1, detail, dlen);
     if (!strcmp(s, "linear"))
         return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+    if (!strcmp(s, "prelu"))
+        return prelu(p, node, k, false, detail, dlen);
     if (!strcmp(s, "conv2d"))
         return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
     if (kfx_convnd_rank(node) > 0)

@@ -203,14 +203,17 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     return 1;
 }
 
-/* x.transpose(a, b), torch.transpose, x.permute(..), torch.permute, x.t(), x.T, x.mT: a strided
- * view (noncontig), which elementwise passes read through its strides and other kernels copy. */
+/* x.transpose(a, b), torch.transpose, x.permute(..), torch.permute, x.t(), x.T, x.mT, and the
+ * broadcasting views x.expand(..), x.expand_as(y), torch.broadcast_to: a strided view
+ * (noncontig), which elementwise passes read through its strides and other kernels copy. */
 static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                      size_t dlen) {
     const json_t *args = json_object_get(node, "args");
     const char *field = !strcmp(s, "getattr") ? json_string_value(json_array_get(args, 1)) : NULL;
     bool attr = field && (!strcmp(field, "T") || !strcmp(field, "mT"));
-    if (!attr && strcmp(s, "transpose") != 0 && strcmp(s, "permute") != 0 && strcmp(s, "t") != 0)
+    bool expand = !strcmp(s, "expand") || !strcmp(s, "expand_as") || !strcmp(s, "broadcast_to");
+    if (!attr && !expand && strcmp(s, "transpose") != 0 && strcmp(s, "permute") != 0 &&
+        strcmp(s, "t") != 0)
         return 0;
     int v = kfx_arg_val(p, operand(node, 0, "input"));
     if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
@@ -223,6 +226,27 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     const char *src = p->val[v].py;
     if (attr) {
         snprintf(py, sizeof(py), "%s.%s", src, field);
+    } else if (!strcmp(s, "expand_as")) { /* x.expand_as(other): other's shape */
+        int o = kfx_arg_val(p, operand(node, 1, "other"));
+        const char *osrc = source(p, &o, detail, dlen);
+        if (osrc == NULL) {
+            if (!detail[0])
+                snprintf(detail, dlen, "expand_as of something that is not a float tensor");
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.expand(%s.shape)", p->val[v].py, osrc);
+    } else if (expand) { /* x.expand(*sizes), torch.broadcast_to(x, shape) */
+        char shape[200];
+        const json_t *sz = json_array_get(args, 1);
+        int sv = kfx_arg_val(p, sz);
+        if (json_array_size(args) == 2 && sv >= 0 && p->val[sv].kind == KFX_SIZE &&
+            p->val[sv].ndim == 1)
+            snprintf(shape, sizeof(shape), "%s", p->val[sv].py); /* x.expand(y.shape) */
+        else if (shape_text(p, node, shape, sizeof(shape)) != 0) {
+            snprintf(detail, dlen, "%s to a shape of other than ints and sizes (not yet)", s);
+            return -1;
+        }
+        snprintf(py, sizeof(py), "%s.expand(%s)", src, shape);
     } else if (!strcmp(s, "t")) {
         snprintf(py, sizeof(py), "%s.t()", src);
     } else {
