@@ -134,6 +134,11 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + F.kl_div(x, torch.relu(y), reduction='none')",
         "64, 32",
     ),
+    "slices": (
+        "return torch.relu(x)[:, 1:17] * y[:, :16].T.T + x[:, None, 3] - x.narrow(1, 4, 16) + x[..., 0:1]"
+        " + x.select(1, 5).unsqueeze(1) + (x[-8:, 2:6] @ y[:4, -16:]).sum()",
+        "64, 32",
+    ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
@@ -497,11 +502,12 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     "body,named",
     [
         ("return torch.cumsum(x, dim=1) + y", "cumsum"),
-        ("return (x + y).transpose(0, 1)", "transpose"),
+        ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),
         ("return (x > y).sum()", "a reduction of a comparison's boolean tensor"),
+        ("return x[:, ::2] + 1", "stepped slice"),
         ("return x > y", "a comparison's boolean tensor used as a tensor"),
     ],
 )

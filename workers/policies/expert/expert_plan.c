@@ -223,6 +223,7 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         if (kfx_set_lazy(p, v, x->node, e) != 0)
             return -1;
         x->noncontig = false;
+        x->offset = false;
         x->view_of = 0;
     }
     if (x->kind != KFX_LAZY)
@@ -278,8 +279,11 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     for (int i = 0; i < c->n_leaves; i++) {
         const struct kfx_val *l = &p->val[c->leaf[i]];
         size_t len = strlen(ptrs);
-        snprintf(ptrs + len, sizeof(ptrs) - len, "%s, ",
-                 l->noncontig ? p->val[l->view_of - 1].py : l->py);
+        const char *root = l->noncontig ? p->val[l->view_of - 1].py : l->py;
+        if (l->noncontig && l->offset) /* from the slice's first element (_at) */
+            snprintf(ptrs + len, sizeof(ptrs) - len, "_at(%s, %s), ", l->py, root);
+        else
+            snprintf(ptrs + len, sizeof(ptrs) - len, "%s, ", root);
     }
     if (bcast && x->ndim > 4) { /* folded to 4 dimensions in Python (_fold4) */
         kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);

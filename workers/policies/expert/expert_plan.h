@@ -44,6 +44,7 @@ struct kfx_val {
     bool noncontig; /* a transposed or permuted view: read through its strides only (a kernel
                        that wants it contiguous gets a copy, kfx_materialise) */
     int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
+    bool offset;    /* a strided view that may start past its root's first element (a slice) */
 };
 
 enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };

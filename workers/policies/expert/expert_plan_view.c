@@ -278,6 +278,7 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     kfx_set_val(p, k, node, p->val[v].kind, name);
     p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
     p->val[k].noncontig = true;
+    p->val[k].offset = p->val[v].offset; /* a transposed slice starts where the slice does */
     return 1;
 }
 
@@ -333,6 +334,107 @@ int kfx_plan_scalar(struct kfx_plan *p, const json_t *node, int k) {
     return 1;
 }
 
+/* One index of a getitem as Python text: an int, None, an Ellipsis, or a slice as FX writes it
+ * ("slice(1, None, None)"). 0, or -1. */
+static int index_text(const json_t *a, char *out, size_t n) {
+    const char *str = json_string_value(a);
+    if (json_is_integer(a)) {
+        snprintf(out, n, "%lld", (long long)json_integer_value(a));
+        return 0;
+    }
+    if (json_is_null(a)) {
+        snprintf(out, n, "None");
+        return 0;
+    }
+    if (str && (!strcmp(str, "Ellipsis") || !strcmp(str, "..."))) {
+        snprintf(out, n, "...");
+        return 0;
+    }
+    long long v[3] = {0, 0, 1};
+    bool has[3] = {false, false, false};
+    if (str == NULL || strncmp(str, "slice(", 6) != 0)
+        return -1;
+    const char *q = str + 6;
+    for (int i = 0; i < 3; i++) {
+        while (*q == ' ')
+            q++;
+        if (!strncmp(q, "None", 4)) {
+            q += 4;
+        } else {
+            char *end;
+            v[i] = strtoll(q, &end, 10);
+            if (end == q)
+                return -1;
+            has[i] = true;
+            q = end;
+        }
+        if (*q != (i < 2 ? ',' : ')'))
+            return -1;
+        q++;
+    }
+    if (has[2] && v[2] != 1)
+        return -1; /* a step other than 1: not yet */
+    size_t len = 0;
+    out[0] = '\0';
+    if (has[0])
+        len += (size_t)snprintf(out, n, "%lld", v[0]);
+    len += (size_t)snprintf(out + len, n - len, ":");
+    if (has[1])
+        snprintf(out + len, n - len, "%lld", v[1]);
+    return 0;
+}
+
+/* x[...] of a tensor with ints, slices of step 1, None and Ellipsis, x.select(d, i) and
+ * x.narrow(d, start, length): a strided view that may start past its root's first element. */
+static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                 size_t dlen) {
+    if (strcmp(s, "getitem") != 0 && strcmp(s, "select") != 0 && strcmp(s, "narrow") != 0)
+        return 0;
+    const json_t *args = json_object_get(node, "args");
+    int v = kfx_arg_val(p, json_array_get(args, 0));
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int)
+        return 0; /* a tuple's or a shape's getitem is another planner's */
+    if (kfx_materialise(p, v, detail, dlen) != 0)
+        return -1;
+    char idx[200] = "", py[320];
+    if (strcmp(s, "getitem") != 0) {
+        size_t na = json_array_size(args);
+        for (size_t i = 1; i < na; i++) {
+            const json_t *a = json_array_get(args, i);
+            size_t len = strlen(idx);
+            if (!json_is_integer(a)) {
+                snprintf(detail, dlen, "%s with an argument that is not an int (not yet)", s);
+                return -1;
+            }
+            snprintf(idx + len, sizeof(idx) - len, "%s%lld", i > 1 ? ", " : "",
+                     (long long)json_integer_value(a));
+        }
+        snprintf(py, sizeof(py), "%s.%s(%s)", p->val[v].py, s, idx);
+    } else {
+        const json_t *ix = json_array_get(args, 1);
+        size_t n = json_is_array(ix) ? json_array_size(ix) : 1;
+        for (size_t i = 0; i < n; i++) {
+            char one[64];
+            size_t len = strlen(idx);
+            if (index_text(json_is_array(ix) ? json_array_get(ix, i) : ix, one, sizeof(one)) != 0 ||
+                len + strlen(one) + 3 >= sizeof(idx)) {
+                snprintf(detail, dlen, "indexing by a tensor, a list or a stepped slice (not yet)");
+                return -1;
+            }
+            snprintf(idx + len, sizeof(idx) - len, "%s%s", i ? ", " : "", one);
+        }
+        snprintf(py, sizeof(py), "%s[%s%s]", p->val[v].py, idx, n == 1 ? "," : "");
+    }
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", k);
+    kfx_line(p, "%s = %s", name, py);
+    kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+    p->val[k].noncontig = true;
+    p->val[k].offset = true;
+    return 1;
+}
+
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     bool module = op && !strcmp(op, "call_module");
@@ -347,5 +449,7 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         rc = view(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = transpose(p, node, k, s, detail, dlen);
+    if (rc == 0 && !module)
+        rc = slice(p, node, k, s, detail, dlen);
     return rc;
 }
