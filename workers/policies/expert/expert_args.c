@@ -171,6 +171,26 @@ void kfx_src_plan_lookup(struct kf_buf *b, const char *nkey) {
                   nkey);
 }
 
+void kfx_src_cudnn_workspace(struct kf_buf *b) {
+    kf_buf_printf(b, "%s",
+                  "// The shared workspace, grown to at least bytes.\n"
+                  "int workspace(State &s, size_t bytes) {\n"
+                  "    if (bytes <= s.ws_cap)\n"
+                  "        return 0;\n"
+                  "    if (s.ws != nullptr)\n"
+                  "        cudaFree(s.ws);\n"
+                  "    s.ws = nullptr;\n"
+                  "    s.ws_cap = 0;\n"
+                  "    const cudaError_t e = cudaMalloc(&s.ws, bytes);\n"
+                  "    if (e != cudaSuccess) {\n"
+                  "        s.ws = nullptr;\n"
+                  "        return (int)e;\n"
+                  "    }\n"
+                  "    s.ws_cap = bytes;\n"
+                  "    return 0;\n"
+                  "}\n\n");
+}
+
 void kfx_src_omp_items(struct kf_buf *b, const char *alloc, const char *bad, const char *item,
                        const char *frees) {
     kf_buf_printf(b,

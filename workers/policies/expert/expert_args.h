@@ -56,6 +56,10 @@ void kfx_src_tiles(struct kf_buf *b, const char *what, const char *pack, const c
  * else takes the oldest slot as `Plan &p`. */
 void kfx_src_plan_lookup(struct kf_buf *b, const char *nkey);
 
+/* The cuDNN generators' `int workspace(State &s, size_t bytes)`: s.ws (s.ws_cap bytes) grown to
+ * at least bytes, 0 or the CUDA error. */
+void kfx_src_cudnn_workspace(struct kf_buf *b);
+
 /* The end of a cpu entry point: `int failed = 0;` and an OpenMP parallel region whose threads
  * run alloc (their scratch), flag failed when `bad`, share out the work items `it < items` (body
  * item, skipped when `bad`), run frees; then `return failed ? 2 : 0;` and the closing brace. */

@@ -258,35 +258,21 @@ static const char CUDA_BODY_HEAD[] =
     "int plan_for(State &s, const int64_t *key, Plan **out) {\n";
 
 /* CUDA_BODY_HEAD, a cached plan's lookup, then this. */
-static const char CUDA_BODY_TAIL[] =
-    "    p.ready = false;\n"
-    "    int rc = describe(p, key);\n"
-    "    if (rc == 0)\n"
-    "        rc = choose(s, p);\n"
-    "    if (rc != 0)\n"
-    "        return rc;\n"
-    "    for (int i = 0; i < kKey; ++i)\n"
-    "        p.key[i] = key[i];\n"
-    "    p.ready = true;\n"
-    "    *out = &p;\n"
-    "    return 0;\n"
-    "}\n\n"
-    "// The shared workspace, grown to at least bytes.\n"
-    "int workspace(State &s, size_t bytes) {\n"
-    "    if (bytes <= s.ws_cap)\n"
-    "        return 0;\n"
-    "    if (s.ws != nullptr)\n"
-    "        cudaFree(s.ws);\n"
-    "    s.ws = nullptr;\n"
-    "    s.ws_cap = 0;\n"
-    "    const cudaError_t e = cudaMalloc(&s.ws, bytes);\n"
-    "    if (e != cudaSuccess) {\n"
-    "        s.ws = nullptr;\n"
-    "        return (int)e;\n"
-    "    }\n"
-    "    s.ws_cap = bytes;\n"
-    "    return 0;\n"
-    "}\n\n"
+static const char CUDA_BODY_TAIL[] = "    p.ready = false;\n"
+                                     "    int rc = describe(p, key);\n"
+                                     "    if (rc == 0)\n"
+                                     "        rc = choose(s, p);\n"
+                                     "    if (rc != 0)\n"
+                                     "        return rc;\n"
+                                     "    for (int i = 0; i < kKey; ++i)\n"
+                                     "        p.key[i] = key[i];\n"
+                                     "    p.ready = true;\n"
+                                     "    *out = &p;\n"
+                                     "    return 0;\n"
+                                     "}\n\n";
+
+/* After CUDA_BODY_TAIL and the workspace (kfx_src_cudnn_workspace). */
+static const char CUDA_BODY_CONV[] =
     "int cudnn_conv(const float *x, const float *wt, float *y, const Geo &g) {\n"
     "    State &s = state();\n"
     "    if (s.h == nullptr)\n"
@@ -383,6 +369,8 @@ static char *cuda_src(const struct kfx_call *c, int v) {
     kf_buf_printf(&b, "%s", CUDA_BODY_HEAD);
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_BODY_TAIL);
+    kfx_src_cudnn_workspace(&b);
+    kf_buf_printf(&b, "%s", CUDA_BODY_CONV);
     entry_point(&b, c, "", "(int)cudaErrorInvalidValue", CUDA_ENTRY);
     return b.data;
 }

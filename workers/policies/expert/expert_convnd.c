@@ -455,23 +455,10 @@ static const char CUDA_TAIL[] =
     "    p.ready = true;\n"
     "    *out = &p;\n"
     "    return 0;\n"
-    "}\n\n"
-    "// The shared workspace, grown to at least bytes.\n"
-    "int workspace(State &s, size_t bytes) {\n"
-    "    if (bytes <= s.ws_cap)\n"
-    "        return 0;\n"
-    "    if (s.ws != nullptr)\n"
-    "        cudaFree(s.ws);\n"
-    "    s.ws = nullptr;\n"
-    "    s.ws_cap = 0;\n"
-    "    const cudaError_t e = cudaMalloc(&s.ws, bytes);\n"
-    "    if (e != cudaSuccess) {\n"
-    "        s.ws = nullptr;\n"
-    "        return (int)e;\n"
-    "    }\n"
-    "    s.ws_cap = bytes;\n"
-    "    return 0;\n"
-    "}\n\n"
+    "}\n\n";
+
+/* After CUDA_TAIL and the workspace (kfx_src_cudnn_workspace). */
+static const char CUDA_DIRECT[] =
     "// One thread per output.\n"
     "__global__ void direct(const float *__restrict__ x, const float *__restrict__ wt,\n"
     "                       float *__restrict__ y, Geo g, int64_t total) {\n"
@@ -554,6 +541,8 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
     kf_buf_printf(&b, "%s%s", CUDA_STATE, CUDA_CHOOSE);
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_TAIL);
+    kfx_src_cudnn_workspace(&b);
+    kf_buf_printf(&b, "%s", CUDA_DIRECT);
     signature(&b, c);
     kf_buf_printf(&b, "%s", CUDA_ENTRY);
     return b.data;

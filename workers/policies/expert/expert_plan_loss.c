@@ -68,6 +68,18 @@ static int cosine(struct kfx_plan *p, const json_t *node, int k, char *detail, s
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* A loss's pointwise expression e over operands of a's shape: val k itself for reduction
+ * 'none' (-2 returned), else a new lazy val to reduce (its index); -1 when there is no room. */
+static int pointwise(struct kfx_plan *p, const json_t *node, int k, int a, const char *e,
+                     const char *red, char *detail, size_t dlen) {
+    if (!strcmp(red, "none"))
+        return kfx_set_lazy(p, k, node, e) == 0 ? -2 : -1;
+    int v = kfx_new_lazy(p, a, e);
+    if (v < 0)
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+    return v;
+}
+
 /* F.kl_div(input, target, reduction='mean', log_target=False) and nn.KLDivLoss: pointwise
  * target * (log(target) - input) (0 where target is 0, as xlogy), or exp(target) * (target -
  * input) with log_target; 'batchmean' as the mean over dim 0 of the sums over the others. */
@@ -91,13 +103,9 @@ static int kl_div(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         snprintf(e, sizeof(e), "expf(v%d) * (v%d - v%d)", b, b, a);
     else
         snprintf(e, sizeof(e), "(v%d == 0.0f ? 0.0f : v%d * logf(v%d)) - v%d * v%d", b, b, b, b, a);
-    if (!strcmp(red, "none"))
-        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
-    int v = kfx_new_lazy(p, a, e);
-    if (v < 0) {
-        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
-        return -1;
-    }
+    int v = pointwise(p, node, k, a, e, red, detail, dlen);
+    if (v < 0)
+        return v == -2 ? 1 : -1;
     const int nd = p->val[a].ndim;
     if (strcmp(red, "batchmean") != 0 || nd < 2)
         return kfx_reduce(p, node, k, v, !strcmp(red, "sum") ? "sum" : "mean", NULL, false, detail,
@@ -169,12 +177,8 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     else
         snprintf(e, sizeof(e), "fabsf(%s) <= %s ? 0.5f * %s * %s : %s * (fabsf(%s) - 0.5f * %s)", d,
                  kfw_ew_lit(delta, h), d, d, h, d, h);
-    if (!strcmp(red, "none"))
-        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
-    int v = kfx_new_lazy(p, a, e);
-    if (v < 0) {
-        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
-        return -1;
-    }
+    int v = pointwise(p, node, k, a, e, red, detail, dlen);
+    if (v < 0)
+        return v == -2 ? 1 : -1;
     return kfx_reduce(p, node, k, v, red, NULL, false, detail, dlen);
 }
