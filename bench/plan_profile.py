@@ -50,7 +50,7 @@ def plan(task: Path, work: Path, variant: int) -> Path:
         capture_output=True, text=True, env=probe_env, check=True,
     )  # fmt: skip
     if not json.loads(out.stdout)["ok"]:
-        raise SystemExit(f"{task.name}: not planned: {json.loads(out.stdout)['detail']}")
+        raise RuntimeError(f"{task.name}: not planned: {json.loads(out.stdout)['detail']}")
     kernels = sorted(str(k) for k in (cand / "kernels").glob("*.cu"))
     lib = cand / "libkernels.so"
     c = Candidate(str(cand), "native", str(cand / "model_new.py"), kernels)
@@ -132,7 +132,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
     for task in a.tasks:
-        profile(task.resolve(), a.variant, a.reps)
+        try:
+            profile(task.resolve(), a.variant, a.reps)
+        except Exception as e:  # one task's failure reported, the others still profiled
+            print(f"\n{task.stem}: not profiled: {type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,8 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "32, 64",
     ),
     "scalars": (
-        "return torch.softmax(x / math.sqrt(x.size(-1)), dim=1) + y * (y.shape[0] // 16) - x.size(1)",
+        "return torch.softmax(x / math.sqrt(x.size(-1)), dim=1) + y * (y.shape[0] // 16) - x.size(1)"
+        " + (x - x.mean()).abs().sum(1, keepdim=True) + F.layer_norm(y * y.amax() + x.std(), (32,))",
         "64, 32",
     ),
     "kl_div": (
@@ -140,6 +141,15 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
+    # attention's scores: b read in place, the 0-d scale kept on the module (_const)
+    "scaled_softmax": ("return torch.softmax(x @ y.mT / math.sqrt(x.size(-1)), dim=-1)", "64, 32"),
+    # a matmul's b that is a contiguous tensor with its last two dims swapped: read in place
+    "matmul_transposed_b": (
+        "return torch.softmax(x.view(4, 16, 32) @ y.view(4, 16, 32).transpose(2, 1) / math.sqrt(x.size(-1)),"
+        " dim=-1).reshape(64, 16) + (x @ y.t()).sum(1, keepdim=True) + torch.matmul(x, y.permute(1, 0)).amax(1,"
+        " keepdim=True) - (x.view(4, 16, 32) @ y.view(4, 16, 32).mT).mean(0).sum(1).amax()",
+        "64, 32",
+    ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
 }
 
@@ -252,6 +262,21 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("linear_bias_relu") == ["gemm", "ew"]
     assert kinds("softmax_rows") == ["softmax"]
     assert kinds("conv2d_relu_maxpool") == ["conv", "ew", "pool"]
+    # a b that is a contiguous tensor with its last two dims swapped is read in place (op =
+    # transpose), not copied first; any other strided b is copied; a 0-d scale is read by the
+    # softmax's prologue, not applied by a pass of its own
+    tb = tmp_path / "transposed_b.py"
+    tb.write_text(TASK_LIKE.replace("{body}", "return torch.softmax(x @ y.transpose(-2, -1) / math.sqrt(y.size(-1)),"
+                                    " dim=-1).sum()"
+                                    " + x.view(4, 16, 32) @ y.view(32, 4, 16).transpose(0, 1)")
+                  .replace("{yshape}", "64, 32"))  # fmt: skip
+    for backend in ("cpu", "cuda"):
+        g = generate(backend, graph_of(tb, tmp_path, backend))
+        assert [st["kind"] for st in g["steps"]] == ["gemm", "softmax", "reduce", "ew", "gemm", "ew"], g[
+            "model"
+        ]
+        assert "kTransB = true" in g["steps"][0]["variants"][0]
+        assert "kTransB = false" in g["steps"][4]["variants"][0]
     # cuda: a layer norm's statistics and the pass that reads them are one kernel
     # (expert_plan_fuse.c); group norm's groups are too long to re-read from cache
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]
@@ -669,8 +694,11 @@ print(json.dumps(report))
 
 
 # kept: conv_bn_relu's conv output, bias-added output, batch mean and rstd, and the (C, 1, 1) views
-# of the conv bias and the norm's weight and bias; linear_gelu's matmul output; gelu nothing
-@pytest.mark.parametrize("name,kept", [("conv_bn_relu", 7), ("linear_gelu", 1), ("gelu", 0)])
+# of the conv bias and the norm's weight and bias; linear_gelu's matmul output; gelu nothing;
+# scaled_softmax's matmul output and its 0-d scale
+@pytest.mark.parametrize(
+    "name,kept", [("conv_bn_relu", 7), ("linear_gelu", 1), ("gelu", 0), ("scaled_softmax", 2)]
+)
 def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) -> None:
     """The judge times a candidate from its call, under the runner's guard, where an allocation
     or a view is an ATen call through Python (expert_model.c): the intermediates' buffers and

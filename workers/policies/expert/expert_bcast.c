@@ -118,7 +118,9 @@ static void launch_args(struct kf_buf *b, int n, const char *more) {
 /* host code: folds each dimension into the next inner one wherever every input (and the
  * contiguous output) walks the two as one, and drops dimensions of size 1, so that a
  * per-channel parameter over NCHW reads rows of H*W instead of rows of W (fewer, longer rows:
- * less index work per element, wider loads) */
+ * less index work per element, wider loads). Rows are one block's work each: where that leaves
+ * fewer than 4096 rows of 8192 or more (a tensor times a 0-d tensor folds into one row, and
+ * took 15.9 ms for 268 MB on the H200), a row is split in rows of up to 4096. */
 static void fold_dims(struct kf_buf *b, int n) {
     kf_buf_printf(b,
                   "    {\n        const int64_t D[4] = {n / (d1 * d2 * d3), d1, d2, d3};\n"
@@ -140,8 +142,19 @@ static void fold_dims(struct kf_buf *b, int n) {
                   "            first = false;\n            nd[cur] = D[j];\n"
                   "            for (int k = 0; k < %d; ++k)\n"
                   "                ns[k][cur] = S[k][j];\n        }\n"
+                  "        // few long rows (a whole tensor times a scalar folds into one row,\n"
+                  "        // which one block would walk): the row split into rows of c\n"
+                  "        if (nd[0] == 1 && nd[3] >= 8192 && n / nd[3] < 4096) {\n"
+                  "            int64_t c = 4096;\n"
+                  "            while (c > 256 && nd[3] %% c != 0)\n                c /= 2;\n"
+                  "            if (nd[3] %% c == 0) {\n"
+                  "                nd[0] = nd[1], nd[1] = nd[2], nd[2] = nd[3] / c, nd[3] = c;\n"
+                  "                for (int k = 0; k < %d; ++k) {\n"
+                  "                    ns[k][0] = ns[k][1], ns[k][1] = ns[k][2];\n"
+                  "                    ns[k][2] = ns[k][3] * c;\n                }\n"
+                  "            }\n        }\n"
                   "        d1 = nd[1];\n        d2 = nd[2];\n        d3 = nd[3];\n",
-                  n, n, n);
+                  n, n, n, n);
     for (int k = 0; k < n; k++)
         kf_buf_printf(
             b, "        s%d0 = ns[%d][0], s%d1 = ns[%d][1], s%d2 = ns[%d][2], s%d3 = ns[%d][3];\n",
@@ -201,9 +214,13 @@ static void rows4_kernel(struct kf_buf *b, int n, int along) {
 
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
+/* the row kernels take rows of 64 or more, unless there are too few of them to fill the GPU (a
+ * long row that fold_dims could not split): those go to the flat kernel */
+#define ROWS_OK "d3 >= 64 && (d3 < 8192 || n / d3 >= 1024)"
+
 static void rows4_launch(struct kf_buf *b, int n) {
     const struct kfw_row4 r = rows4(n, 0);
-    kfw_row4_check(b, &r, "vec", "d3 >= 64 && d3 % 4 == 0 && d3 / 4 <= 0x7fffffff");
+    kfw_row4_check(b, &r, "vec", ROWS_OK " && d3 % 4 == 0 && d3 / 4 <= 0x7fffffff");
     kf_buf_printf(b, "    if (vec) {\n        const int64_t rows = n / d3;\n"
                      "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
                      "        const int64_t chunks = (rows + rb - 1) / rb;\n"
@@ -287,7 +304,7 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
     if (v < 2) {
         rows4_launch(&b, n);
         kf_buf_printf(
-            &b, "    if (d3 >= 64 && d3 <= 0x7fffffff) {\n        const int64_t rows = n / d3;\n"
+            &b, "    if (" ROWS_OK " && d3 <= 0x7fffffff) {\n        const int64_t rows = n / d3;\n"
                 "        const int64_t rb = d3 >= 4096 ? 1 : 4096 / d3;\n"
                 "        const int64_t chunks = (rows + rb - 1) / rb;\n"
                 "        const int64_t blocks = chunks < 65535 * 16 ? chunks : 65535 * 16;\n"

@@ -44,9 +44,12 @@ static enum gemm_kind kind_of(const json_t *node) {
     return !strcmp(s, "linear") && !strcmp(op, "call_function") ? GEMM_LINEAR : GEMM_NONE;
 }
 
-/* torch.matmul's cases as (batch, rows, k, n, batch strides); see the top of this file. */
+/* torch.matmul's cases as (batch, rows, k, n, batch strides); see the top of this file. The
+ * head names the operands a and b; PY_MATMUL_TB's (trans_b) also b's contiguous transpose bt,
+ * which the kernel reads. */
+static const char PY_MATMUL_HEAD[] = "        @_a, @_b = `0, `1\n";
+static const char PY_MATMUL_TB[] = "        @_a, @_bt, @_b = `0, `1, ";
 static const char PY_MATMUL[] =
-    "        @_a, @_b = `0, `1\n"
     "        if @_a.dim() == 0 or @_b.dim() == 0:\n"
     "            raise ValueError(\"$: matmul of a 0-d tensor\")\n"
     "        @_a2 = @_a.unsqueeze(0) if @_a.dim() == 1 else @_a\n"
@@ -68,7 +71,7 @@ static const char PY_MATMUL[] =
     "            raise ValueError(f\"$: matmul of {tuple(@_a.shape)} and {tuple(@_b.shape)}: batch "
     "dims that broadcast (not supported)\")\n"
     "        @ = @_a.new_empty((*@_lead, @_m, @_n))\n"
-    "        self.k.$(@_a2, @_b2, @, @_batch, @_rows, @_k, @_n, @_sa, @_sb)\n"
+    "        self.k.$(@_a2, @_b%s, @, @_batch, @_rows, @_k, @_n, @_sa, @_sb)\n"
     "        if @_a.dim() == 1 or @_b.dim() == 1:\n"
     "            @ = @.view((*@_lead, *@_a.shape[-2:-1], *(@_b.shape[-1:] if @_b.dim() > 1 else "
     "())))\n";
@@ -94,7 +97,18 @@ int kfx_gemm_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_
     snprintf(what, sizeof(what), "%s %s", kind == GEMM_LINEAR ? "linear" : "matmul", name);
     if (kfx_arg_operands(c, 2, what, "", detail, dlen) != 0)
         return -1;
-    kfx_arg_expand(py, kind == GEMM_LINEAR ? PY_LINEAR : PY_MATMUL, c);
+    if (kind == GEMM_LINEAR) {
+        kfx_arg_expand(py, PY_LINEAR, c);
+        return 0;
+    }
+    /* b's pointer: b2 (b, or b as a column), or bt, whose strides a transpose of b's are (b is
+     * at least 2-D there: b2 is b) */
+    char text[sizeof(PY_MATMUL) + 8];
+    snprintf(text, sizeof(text), PY_MATMUL, c->trans_b ? "t" : "2");
+    kfx_arg_expand(py, c->trans_b ? PY_MATMUL_TB : PY_MATMUL_HEAD, c);
+    if (c->trans_b)
+        kf_buf_printf(py, "%s\n", c->b_view);
+    kfx_arg_expand(py, text, c);
     return 0;
 }
 
@@ -503,7 +517,7 @@ char *kfx_gemm_src(const struct kfx_call *c, int v) {
     enum gemm_kind kind = kind_of(c->node);
     if (kind == GEMM_NONE || v < 0)
         return NULL;
-    bool trans = kind == GEMM_LINEAR;
+    bool trans = kind == GEMM_LINEAR || c->trans_b;
     if (strcmp(c->backend, "cuda") == 0)
         return cuda_src(c, trans, v);
     return cpu_sgemm(c, trans, v);

@@ -59,6 +59,13 @@ static const char HELPERS[] =
     "    if c is None or c[0] is not t or c[1] != t.data_ptr():\n"
     "        c = m._kf_keep[slot] = (t, t.data_ptr(), t.view(shape))\n"
     "    return c[2]\n\n\n"
+    "def _const(m, slot, value, like):\n"
+    "    \"\"\"A 0-d tensor of value (a Python scalar from sizes) on like's device, kept while\n"
+    "    the value is the same: kernels only read it, and torch.full is two ATen calls.\"\"\"\n"
+    "    c = m._kf_keep.get(slot)\n"
+    "    if c is None or c[0] != value or c[1].device != like.device:\n"
+    "        c = m._kf_keep[slot] = (value, torch.full((), value, device=like.device))\n"
+    "    return c[1]\n\n\n"
     "# The shape helpers below run at every call, before the first kernel's launch, and the\n"
     "# judge's timer runs from the call: each is memoised on the shapes (and strides) it reads,\n"
     "# so a repeated call pays dictionary lookups, not tensor methods. They return tuples.\n"
@@ -248,7 +255,11 @@ void kfx_step_path(const struct kfx_plan *p, int s, char *out, size_t n) {
 
 char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
     const struct kfx_step *st = &p->step[s];
-    struct kfx_call c = {.node = st->node, .fn = st->fn, .n_in = st->n_ins, .backend = p->backend};
+    struct kfx_call c = {.node = st->node,
+                         .fn = st->fn,
+                         .n_in = st->n_ins,
+                         .backend = p->backend,
+                         .trans_b = st->trans_b};
     for (int i = 0; i < st->n_ins && i < 4; i++)
         c.in[i] = st->ins[i];
     switch (st->kind) {

@@ -9,6 +9,7 @@
 #define KF_EXPERT_OPS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct kf_buf;
@@ -23,6 +24,9 @@ struct kfx_call {
     int n_in;
     const char *out;     /* the Python local to assign the output tensor to, e.g. "t3" */
     const char *backend; /* "cuda" or "cpu" */
+    bool trans_b;        /* matmul: in[1] is the contiguous tensor whose last two dims, swapped,
+                            are b (a @ k.transpose(-2, -1)), passed as is with op = transpose */
+    const char *b_view;  /* trans_b, for kfx_gemm_py: the Python expression of b itself */
 };
 
 /* The Python lines (each indented 8 spaces, ending in a newline) appended to py: they compute

@@ -314,9 +314,24 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
     if (x->kind == KFX_LAZY) {
         struct chain *c = calloc(1, sizeof(*c));
         bool fuse = c != NULL && walk(p, v, c) == 0;
-        for (int i = 0; fuse && i < c->n_leaves; i++)
-            fuse = kfx_same_shape(&p->val[c->leaf[i]], x);
+        /* leaves of x's shape, then 0-d ones (at least one of the first: the geometry's) */
+        int full[KFX_MAX_LEAVES], scal[KFX_MAX_LEAVES], nf = 0, ns = 0;
+        for (int i = 0; fuse && i < c->n_leaves; i++) {
+            const struct kfx_val *l = &p->val[c->leaf[i]];
+            if (kfx_same_shape(l, x))
+                full[nf++] = c->leaf[i];
+            else if (l->ndim == 0 && !l->noncontig && !l->offset && x->ndim > 0)
+                scal[ns++] = c->leaf[i];
+            else
+                fuse = false;
+        }
+        fuse = fuse && nf > 0;
         if (fuse) {
+            memset(st->pro_scalar, 0, sizeof(st->pro_scalar));
+            for (int i = 0; i < c->n_leaves; i++) {
+                c->leaf[i] = i < nf ? full[i] : scal[i - nf];
+                st->pro_scalar[i] = i >= nf;
+            }
             struct kf_buf b = {0};
             chain_body(p, v, c, &b);
             st->body = b.data;
@@ -386,7 +401,7 @@ static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
     }
     int k = kfx_arg_val(p, a);
     if (k >= 0 && p->val[k].kind == KFX_SIZE && p->val[k].ndim == 0) {
-        /* a Python scalar: a 0-d tensor made at every call (an allocation and a fill) */
+        /* a Python scalar: a 0-d tensor, made again when the value changes (_const) */
         if (p->val[k].as_tensor == 0) {
             char py[16];
             snprintf(py, sizeof(py), "s%d", k);
@@ -394,7 +409,7 @@ static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
             int t = kfx_new_val(p, py, scalar, 0);
             if (t < 0)
                 return -1;
-            kfx_line(p, "%s = torch.full((), float(%s), device=x0.device)", py, p->val[k].py);
+            kfx_line(p, "%s = _const(self, \"%s\", float(%s), x0)", py, py, p->val[k].py);
             p->val[k].as_tensor = t + 1;
         }
         k = p->val[k].as_tensor - 1;

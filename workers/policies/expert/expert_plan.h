@@ -45,6 +45,8 @@ struct kfx_val {
                        that wants it contiguous gets a copy, kfx_materialise) */
     int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
     bool offset;    /* a strided view that may start past its root's first element (a slice) */
+    int last2_of;   /* 1 + the contiguous val this view is with its last two dims swapped (x.mT,
+                       x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
 };
 
 enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
@@ -64,6 +66,7 @@ struct kfx_step {
     const json_t *node; /* GEMM, CONV, POOL: the node for expert_ops.h; borrowed */
     char ins[4][128];   /* GEMM, CONV, POOL: Python expressions of the operands */
     int n_ins;
+    bool trans_b;   /* GEMM: kfx_call's trans_b */
     int n_variants; /* counted when planned */
     /* MOMENTS of contiguous groups (layer norm), or a sum or mean over the last dimension (an
      * RMS norm's mean of squares), on cuda: the elementwise pass that follows (its output of
@@ -77,7 +80,11 @@ struct kfx_step {
     /* pass leaf k: 1 + the statistics' input inJ that it is (held raw in registers by the
      * row kernel, not read again); all 0 unless every statistics input is a pass leaf */
     unsigned char ew_held[KFX_MAX_LEAVES];
-    int pro_val[KFX_MAX_LEAVES];  /* kfx_prologue: the vals of its tensors in0.. (n_leaves) */
+    int pro_val[KFX_MAX_LEAVES]; /* kfx_prologue: the vals of its tensors in0.. (n_leaves) */
+    /* kfx_prologue: leaf k is a 0-d tensor (a scale from sizes, a 0-d parameter, a whole
+     * tensor's reduction), read as inK[0] for every element; the leaves of the input's shape
+     * come first (in0 gives the geometry) */
+    unsigned char pro_scalar[KFX_MAX_LEAVES];
     int fusable;                  /* the statistics may take a pass */
     int stat_in, stat_m, stat_r;  /* vals: the input, the mean and the 1/std (-1: none) */
     size_t launch_at, launch_len; /* the statistics' launch line in fwd */

@@ -528,6 +528,8 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     const char *path = json_string_value(json_object_get(node, "target"));
     bool module = !strcmp(json_string_value(json_object_get(node, "op")), "call_module");
     int ops[2];
+    bool trans_b = false;
+    const char *b_view = NULL;
     for (int i = 0; i < n_ops; i++) {
         if (module && i == 1) {
             ops[i] = param_val(p, NULL, path, "weight", 0);
@@ -537,6 +539,13 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
                 const json_t *a = arg(node, (size_t)i, i == 0 ? "input" : "other");
                 ops[i] = kfx_arg_val(p, a);
             }
+        }
+        /* a matmul's b that is a contiguous tensor with its last two dims swapped: that
+         * tensor, read with op = transpose (no copy) */
+        if (kind == KFX_GEMM && bias_ones < 0 && i == 1 && ops[i] >= 0 && p->val[ops[i]].last2_of) {
+            b_view = p->val[ops[i]].py;
+            ops[i] = p->val[ops[i]].last2_of - 1;
+            trans_b = true;
         }
         if (ops[i] < 0 || kfx_materialise(p, ops[i], detail, dlen) != 0) {
             if (!detail[0])
@@ -549,6 +558,7 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
         return -1;
     st->node = node;
     st->n_ins = n_ops;
+    st->trans_b = trans_b;
     for (int i = 0; i < n_ops; i++)
         snprintf(st->ins[i], sizeof(st->ins[i]), "%s", p->val[ops[i]].py);
     int bias = -1;
@@ -569,8 +579,13 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
         return -1;
     kfx_set_val(p, outv, node, KFX_TENSOR, "");
     snprintf(p->val[outv].py, sizeof(p->val[outv].py), "t%d", outv);
-    struct kfx_call c = {
-        .node = node, .fn = st->fn, .n_in = n_ops, .out = p->val[outv].py, .backend = p->backend};
+    struct kfx_call c = {.node = node,
+                         .fn = st->fn,
+                         .n_in = n_ops,
+                         .out = p->val[outv].py,
+                         .backend = p->backend,
+                         .trans_b = trans_b,
+                         .b_view = b_view};
     for (int i = 0; i < n_ops; i++)
         c.in[i] = st->ins[i];
     int rc = kind == KFX_GEMM   ? kfx_gemm_py(&c, p->fwd, detail, dlen)

@@ -203,6 +203,40 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     return 1;
 }
 
+/* Whether the transposing node (s, or the attribute field) over val v swaps v's last two dims
+ * and nothing else: x.transpose(-2, -1) (either order, any spelling of the dims), x.mT, x.t()
+ * and x.T of a matrix, x.permute(0, .., n - 1, n - 2). */
+static bool swaps_last2(const struct kfx_plan *p, const json_t *node, int v, const char *s,
+                        const char *field) {
+    int nd = p->val[v].ndim;
+    if (nd < 2)
+        return false;
+    if (field != NULL)
+        return !strcmp(field, "mT") || (!strcmp(field, "T") && nd == 2);
+    if (!strcmp(s, "t"))
+        return nd == 2;
+    const json_t *args = json_object_get(node, "args");
+    const json_t *list = json_is_array(json_array_get(args, 1)) ? json_array_get(args, 1) : args;
+    size_t from = list == args ? 1 : 0, count = json_array_size(list);
+    if (!strcmp(s, "transpose")) {
+        if (count != from + 2)
+            return false;
+        long long a = json_integer_value(json_array_get(list, from));
+        long long b = json_integer_value(json_array_get(list, from + 1));
+        a = a < 0 ? a + nd : a, b = b < 0 ? b + nd : b;
+        return (a == nd - 2 && b == nd - 1) || (a == nd - 1 && b == nd - 2);
+    }
+    if (count != from + (size_t)nd)
+        return false;
+    for (int i = 0; i < nd; i++) {
+        long long d = json_integer_value(json_array_get(list, from + (size_t)i));
+        d = d < 0 ? d + nd : d;
+        if (d != (i < nd - 2 ? i : i == nd - 2 ? nd - 1 : nd - 2))
+            return false;
+    }
+    return true;
+}
+
 /* x.transpose(a, b), torch.transpose, x.permute(..), torch.permute, x.t(), x.T, x.mT, and the
  * broadcasting views x.expand(..), x.expand_as(y), torch.broadcast_to: a strided view
  * (noncontig), which elementwise passes read through its strides and other kernels copy. */
@@ -279,6 +313,8 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
     p->val[k].noncontig = true;
     p->val[k].offset = p->val[v].offset; /* a transposed slice starts where the slice does */
+    if (!expand && !p->val[v].noncontig && !p->val[v].offset && swaps_last2(p, node, v, s, field))
+        p->val[k].last2_of = v + 1;
     return 1;
 }
 

@@ -641,10 +641,12 @@ static const char MOMENTS_MACRO[] =
 
 /* KF_LOAD(idx): the step's value at flat index idx; with four lanes (kf_load4), KF_LOAD4(i4) at
  * idx 4 * i4 .. 4 * i4 + 3, for where KF_ALIGNED (every input 16-byte aligned) holds */
-static void load_macro(struct kf_buf *b, int n, bool cuda) {
+static void load_macro(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
+    const int n = st->n_leaves;
+    const unsigned char *scalar = st->pro_scalar; /* 0-d: element 0 for every index */
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "%sin%d[(idx)]", k ? ", " : "", k);
+        kf_buf_printf(b, scalar[k] ? "%sin%d[0]" : "%sin%d[(idx)]", k ? ", " : "", k);
     kf_buf_printf(b, ")\n\n");
     if (!cuda)
         return;
@@ -653,8 +655,12 @@ static void load_macro(struct kf_buf *b, int n, bool cuda) {
         kf_buf_printf(b, "const float *__restrict__ in%d, ", k);
     kf_buf_printf(b, "int64_t i4) {\n");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "    const float4 a%d = reinterpret_cast<const float4 *>(in%d)[i4];\n", k,
-                      k);
+        kf_buf_printf(b,
+                      scalar[k]
+                          ? "    const float4 a%d = make_float4(in%d[0], in%d[0], in%d[0], "
+                            "in%d[0]);\n"
+                          : "    const float4 a%d = reinterpret_cast<const float4 *>(in%d)[i4];\n",
+                      k, k, k, k, k);
     kf_buf_printf(b, "    float4 y;\n");
     for (const char *l = "xyzw"; *l; l++) {
         kf_buf_printf(b, "    y.%c = kf_elem(", *l);
@@ -667,7 +673,8 @@ static void load_macro(struct kf_buf *b, int n, bool cuda) {
         kf_buf_printf(b, "in%d, ", k);
     kf_buf_printf(b, "(i4))\n#define KF_ALIGNED ((0");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, " | (uintptr_t)in%d", k);
+        if (!scalar[k])
+            kf_buf_printf(b, " | (uintptr_t)in%d", k);
     kf_buf_printf(b, ") %% 16 == 0)\n\n");
 }
 
@@ -707,7 +714,7 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                           : "",
                   split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
-    load_macro(&b, st->n_leaves, st->kind != KFX_SOFTMAX || reg);
+    load_macro(&b, st, st->kind != KFX_SOFTMAX || reg);
     kf_buf_printf(&b, "%s", ACC_MACROS);
     if (st->kind == KFX_MOMENTS || fused)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
@@ -829,7 +836,7 @@ static char *cpu_src(const struct kfx_step *st, int v) {
                   "schedule.\n#include <cmath>\n#include <cstdint>\n\nnamespace {\n\n",
                   st->op, v, v == 0 ? "static" : "dynamic");
     kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
-    load_macro(&b, st->n_leaves, false);
+    load_macro(&b, st, false);
     bool sm = st->kind == KFX_SOFTMAX;
     if (st->kind != KFX_MOMENTS)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
