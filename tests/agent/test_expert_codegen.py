@@ -141,6 +141,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
+    # scans (expert_scan.c) along the last dim (rows) and the first (columns), with prologues
+    "scans": (
+        "return torch.cumsum(x * 2, dim=1) + (1 + 0.01 * x).cumprod(0) - torch.cumsum(y, -1)"
+        " * torch.cumprod(torch.sigmoid(y), dim=1)",
+        "64, 32",
+    ),
     # attention's scores: b read in place, the 0-d scale kept on the module (_const)
     "scaled_softmax": ("return torch.softmax(x @ y.mT / math.sqrt(x.size(-1)), dim=-1)", "64, 32"),
     # a matmul's b that is a contiguous tensor with its last two dims swapped: read in place
@@ -526,7 +532,7 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
 @pytest.mark.parametrize(
     "body,named",
     [
-        ("return torch.cumsum(x, dim=1) + y", "cumsum"),
+        ("return torch.flip(x, [1]) + y", "flip"),
         ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),

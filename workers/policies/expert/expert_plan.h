@@ -49,7 +49,16 @@ struct kfx_val {
                        x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
 };
 
-enum kfx_skind { KFX_EW, KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS, KFX_GEMM, KFX_CONV, KFX_POOL };
+enum kfx_skind {
+    KFX_EW,
+    KFX_REDUCE,
+    KFX_SOFTMAX,
+    KFX_MOMENTS,
+    KFX_GEMM,
+    KFX_CONV,
+    KFX_POOL,
+    KFX_SCAN
+};
 
 /* One kernel of the plan: kernels/kf_op<index>.{cu,cpp}, defining extern "C" kf_op<index>. */
 struct kfx_step {
@@ -175,6 +184,14 @@ void kfx_line(struct kfx_plan *p, const char *fmt, ...) __attribute__((format(pr
 
 /* expert_rows.c: kernels of the reductions (KFX_REDUCE, KFX_SOFTMAX, KFX_MOMENTS). */
 char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
+/* expert_rows.c, for the kernels that read a prologue (expert_scan.c too): appends tmpl with
+ * @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (threads) replaced; and the
+ * KF_LOAD(idx) macro of st's prologue (cuda: also KF_LOAD4 and KF_ALIGNED). */
+void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads);
+void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda);
+
+/* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
+char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_norm_fused.c: for a MOMENTS step with ew_body set, the cuda code that follows the
  * statistics' kf_elem and KF_LOAD (inside expert_rows.c's anonymous namespace): the fused

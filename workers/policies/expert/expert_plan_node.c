@@ -263,6 +263,26 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
                       arg(mx, 1, "dim"), boolean(arg(mx, 2, "keepdim")), detail, dlen);
 }
 
+/* A step of kind (softmax, scan) with operator op along dim of val in, read through its
+ * prologue, whose output (val k) has the input's shape. 1, or -1 with detail. */
+static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx_skind kind,
+                 const char *op, long long dim, char *detail, size_t dlen) {
+    struct kfx_step *st = kfx_add_step(p, kind, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "%s", op);
+    char leaves[1024], out[16];
+    if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
+        return -1;
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    kfx_line(p, "%s_g = _geom(%.*s.shape, (%lld,), True)", out, (int)strcspn(leaves, ","), leaves,
+             dim);
+    kfx_line(p, "%s = _alloc(%.*s.shape, x0)", out, (int)strcspn(leaves, ","), leaves);
+    kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
+    return 1;
+}
+
 static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
                    char *detail, size_t dlen) {
     const json_t *dim =
@@ -273,20 +293,28 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
     }
-    struct kfx_step *st = kfx_add_step(p, KFX_SOFTMAX, detail, dlen);
-    if (st == NULL)
+    return along(p, node, k, in, KFX_SOFTMAX, s, json_integer_value(dim), detail, dlen);
+}
+
+/* torch.cumsum and torch.cumprod (functions and methods) over one dim: a scan step
+ * (expert_scan.c) that reads the chain before it as its prologue, its output of the input's
+ * shape. */
+static int scan(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                size_t dlen) {
+    const json_t *dim = arg(node, 1, "dim");
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
+    if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
+        snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
-    snprintf(st->op, sizeof(st->op), "%s", s);
-    char leaves[1024], out[16];
-    if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
+    }
+    int nd = p->val[in].ndim;
+    long long d = json_integer_value(dim);
+    if (nd == 0 || d < -nd || d >= nd) {
+        snprintf(detail, dlen, "%s over dim %lld of a %d-d tensor (not yet)", s, d, nd);
         return -1;
-    snprintf(out, sizeof(out), "t%d", k);
-    kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s_g = _geom(%.*s.shape, (%lld,), True)", out, (int)strcspn(leaves, ","), leaves,
-             (long long)json_integer_value(dim));
-    kfx_line(p, "%s = _alloc(%.*s.shape, x0)", out, (int)strcspn(leaves, ","), leaves);
-    kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
-    return 1;
+    }
+    return along(p, node, k, in, KFX_SCAN, s, d, detail, dlen);
 }
 
 static bool named(const json_t *t, const char *name) {
@@ -696,6 +724,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return getitem(p, node, k, detail, dlen);
     if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax"))
         return softmax(p, node, k, s, false, detail, dlen);
+    if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod"))
+        return scan(p, node, k, s, detail, dlen);
     static const char *const gemm[] = {"matmul", "mm", "bmm", NULL};
     if (is(s, gemm))
         return library(p, node, k, KFX_GEMM, 2, -1, detail, dlen);

@@ -21,7 +21,7 @@
 
 /* Appends tmpl with @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (the
  * block size) replaced. */
-static void put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads) {
+void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads) {
     for (const char *q = tmpl; *q;) {
         if (strncmp(q, "@IN@", 4) == 0) {
             for (int k = 0; k < st->n_leaves; k++)
@@ -641,7 +641,7 @@ static const char MOMENTS_MACRO[] =
 
 /* KF_LOAD(idx): the step's value at flat index idx; with four lanes (kf_load4), KF_LOAD4(i4) at
  * idx 4 * i4 .. 4 * i4 + 3, for where KF_ALIGNED (every input 16-byte aligned) holds */
-static void load_macro(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
+void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     const int n = st->n_leaves;
     const unsigned char *scalar = st->pro_scalar; /* 0-d: element 0 for every index */
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
@@ -714,19 +714,19 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                           : "",
                   split, split);
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
-    load_macro(&b, st, st->kind != KFX_SOFTMAX || reg);
+    kfx_rows_load(&b, st, st->kind != KFX_SOFTMAX || reg);
     kf_buf_printf(&b, "%s", ACC_MACROS);
     if (st->kind == KFX_MOMENTS || fused)
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
     if (fused) {
         char *fused = kfx_norm_fused_tmpl(st, (int[]){4, 2, 0, 0}[v]);
         if (fused != NULL)
-            put(&b, fused, st, t);
+            kfx_rows_put(&b, fused, st, t);
         free(fused);
         return b.data;
     }
     if (st->kind == KFX_MOMENTS) {
-        put(&b, kfx_moments_tmpl(), st, t);
+        kfx_rows_put(&b, kfx_moments_tmpl(), st, t);
         return b.data;
     }
     const char *op = sm ? "softmax" : st->op;
@@ -738,7 +738,7 @@ static char *cuda_src(const struct kfx_step *st, int v) {
                       !sm                                  ? 2
                       : strcmp(st->op, "log_softmax") == 0 ? 1
                                                            : 0);
-        put(&b, kfx_rows_reg_tmpl(), st, t);
+        kfx_rows_put(&b, kfx_rows_reg_tmpl(), st, t);
     }
     if (sm) {
         /* columns: a shared-memory tile of 8 columns by 32 threads (variant 0: on the H200,
@@ -751,11 +751,11 @@ static char *cuda_src(const struct kfx_step *st, int v) {
             kf_buf_printf(&b, "#define KF_COLS_TILE %d\nconstexpr int COLS_X = %d, COLS_Y = %d;\n",
                           v < 2 ? 1 : 0, (int[]){8, 16, 32}[v], (int[]){32, 16, 32}[v]);
         kf_buf_printf(&b, "\n");
-        put(&b, CUDA_SOFTMAX, st, t);
+        kfx_rows_put(&b, CUDA_SOFTMAX, st, t);
     } else {
         kf_buf_printf(&b, "using OutT = %s;\n\n",
                       strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float");
-        put(&b, CUDA_REDUCE, st, t);
+        kfx_rows_put(&b, CUDA_REDUCE, st, t);
     }
     return b.data;
 }
@@ -836,7 +836,7 @@ static char *cpu_src(const struct kfx_step *st, int v) {
                   "schedule.\n#include <cmath>\n#include <cstdint>\n\nnamespace {\n\n",
                   st->op, v, v == 0 ? "static" : "dynamic");
     kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
-    load_macro(&b, st, false);
+    kfx_rows_load(&b, st, false);
     bool sm = st->kind == KFX_SOFTMAX;
     if (st->kind != KFX_MOMENTS)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
@@ -851,7 +851,7 @@ static char *cpu_src(const struct kfx_step *st, int v) {
     else
         kf_buf_printf(&b, "#define OUTPUT out[t] = acc_fin(a, red);\n");
     kf_buf_printf(&b, "\n} // namespace\n\n");
-    put(&b, st->kind == KFX_MOMENTS ? CPU_MOMENTS : CPU_REDUCE, st, 0);
+    kfx_rows_put(&b, st->kind == KFX_MOMENTS ? CPU_MOMENTS : CPU_REDUCE, st, 0);
     return b.data;
 }
 
