@@ -153,7 +153,8 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
     "matmul_transposed_b": (
         "return torch.softmax(x.view(4, 16, 32) @ y.view(4, 16, 32).transpose(2, 1) / math.sqrt(x.size(-1)),"
         " dim=-1).reshape(64, 16) + (x @ y.t()).sum(1, keepdim=True) + torch.matmul(x, y.permute(1, 0)).amax(1,"
-        " keepdim=True) - (x.view(4, 16, 32) @ y.view(4, 16, 32).mT).mean(0).sum(1).amax()",
+        " keepdim=True) - (x.view(4, 16, 32) @ y.view(4, 16, 32).mT).mean(0).sum(1).amax()"
+        " + (x.T @ y).sum() + torch.matmul(x.t(), y.view(1, 64, 32)).amax() + (y.mT @ x.T.mT).mean()",
         "64, 32",
     ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
@@ -283,6 +284,17 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
         ]
         assert "kTransB = true" in g["steps"][0]["variants"][0]
         assert "kTransB = false" in g["steps"][4]["variants"][0]
+        assert "kTransA = false" in g["steps"][0]["variants"][0]
+    # and a matrix a: x.T @ y (KernelBench's transposed A), both: x.T @ y.T
+    ta = tmp_path / "transposed_a.py"
+    ta.write_text(TASK_LIKE.replace("{body}", "return x.T @ y + torch.matmul(y.T, x).T + x.T @ y.view(32, 64).T")
+                  .replace("{yshape}", "64, 32"))  # fmt: skip
+    for backend in ("cpu", "cuda"):
+        g = generate(backend, graph_of(ta, tmp_path, backend))
+        srcs = [st["variants"][0] for st in g["steps"] if st["kind"] == "gemm"]
+        assert len(srcs) == 3 and all("kTransA = true" in s for s in srcs), g["model"]
+        assert "ew" not in [st["kind"] for st in g["steps"]][:3], g["model"]  # no copies first
+        assert "kTransB = true" in srcs[2] and "kTransB = false" in srcs[0]
     # cuda: a layer norm's statistics and the pass that reads them are one kernel
     # (expert_plan_fuse.c); group norm's groups are too long to re-read from cache
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]

@@ -45,10 +45,8 @@ static enum gemm_kind kind_of(const json_t *node) {
 }
 
 /* torch.matmul's cases as (batch, rows, k, n, batch strides); see the top of this file. The
- * head names the operands a and b; PY_MATMUL_TB's (trans_b) also b's contiguous transpose bt,
- * which the kernel reads. */
-static const char PY_MATMUL_HEAD[] = "        @_a, @_b = `0, `1\n";
-static const char PY_MATMUL_TB[] = "        @_a, @_bt, @_b = `0, `1, ";
+ * lines before it name the operands a and b, and at (trans_a) or bt (trans_b): the contiguous
+ * tensor whose last two dims swapped are a or b, which the kernel reads instead. */
 static const char PY_MATMUL[] =
     "        if @_a.dim() == 0 or @_b.dim() == 0:\n"
     "            raise ValueError(\"$: matmul of a 0-d tensor\")\n"
@@ -71,7 +69,7 @@ static const char PY_MATMUL[] =
     "            raise ValueError(f\"$: matmul of {tuple(@_a.shape)} and {tuple(@_b.shape)}: batch "
     "dims that broadcast (not supported)\")\n"
     "        @ = @_a.new_empty((*@_lead, @_m, @_n))\n"
-    "        self.k.$(@_a2, @_b%s, @, @_batch, @_rows, @_k, @_n, @_sa, @_sb)\n"
+    "        self.k.$(@_a%s, @_b%s, @, @_batch, @_rows, @_k, @_n, @_sa, @_sb)\n"
     "        if @_a.dim() == 1 or @_b.dim() == 1:\n"
     "            @ = @.view((*@_lead, *@_a.shape[-2:-1], *(@_b.shape[-1:] if @_b.dim() > 1 else "
     "())))\n";
@@ -104,10 +102,14 @@ int kfx_gemm_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_
     /* b's pointer: b2 (b, or b as a column), or bt, whose strides a transpose of b's are (b is
      * at least 2-D there: b2 is b) */
     char text[sizeof(PY_MATMUL) + 8];
-    snprintf(text, sizeof(text), PY_MATMUL, c->trans_b ? "t" : "2");
-    kfx_arg_expand(py, c->trans_b ? PY_MATMUL_TB : PY_MATMUL_HEAD, c);
+    snprintf(text, sizeof(text), PY_MATMUL, c->trans_a ? "t" : "2", c->trans_b ? "t" : "2");
+    const char *o = c->out;
+    kf_buf_printf(py, "        %s_a, %s_b = %s, %s\n", o, o, c->trans_a ? c->a_view : c->in[0],
+                  c->trans_b ? c->b_view : c->in[1]);
+    if (c->trans_a)
+        kf_buf_printf(py, "        %s_at = %s\n", o, c->in[0]);
     if (c->trans_b)
-        kf_buf_printf(py, "%s\n", c->b_view);
+        kf_buf_printf(py, "        %s_bt = %s\n", o, c->in[1]);
     kfx_arg_expand(py, text, c);
     return 0;
 }
@@ -173,12 +175,14 @@ static const char CUBLAS_ENTRY[] =
     "    const float one = 1.0f, zero = 0.0f;\n"
     "    const cublasOperation_t opb = kTransB ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
     "    const int64_t ldb = kTransB ? k : n;\n"
+    "    // kTransA: a is k x m (row-major), m x k column-major: op(A^T) = transpose\n"
+    "    const cublasOperation_t opa = kTransA ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
+    "    const int64_t lda = kTransA ? m : k;\n"
     "    if (batch == 1)\n"
-    "        st = cublasSgemm_64(h, opb, CUBLAS_OP_N, n, m, k, &one, b, ldb, a, k, &zero, c, "
-    "n);\n"
+    "        st = cublasSgemm_64(h, opb, opa, n, m, k, &one, b, ldb, a, lda, &zero, c, n);\n"
     "    else\n"
-    "        st = cublasSgemmStridedBatched_64(h, opb, CUBLAS_OP_N, n, m, k, &one, b, ldb, sb, "
-    "a, k, sa,\n"
+    "        st = cublasSgemmStridedBatched_64(h, opb, opa, n, m, k, &one, b, ldb, sb, a, lda, "
+    "sa,\n"
     "                                          &zero, c, n, m * n, batch);\n"
     "    if (st != CUBLAS_STATUS_SUCCESS)\n"
     "        return kCublasError + (int)st;\n"
@@ -287,7 +291,11 @@ static const char LT_BODY_HEAD[] =
     "sizeof(ta)));\n"
     "    KF_LT(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, kTransB ? k : n, kTransB ? n : k,\n"
     "                                     kTransB ? k : n));\n"
-    "    KF_LT(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, k, m, k));\n"
+    "    const cublasOperation_t tb = kTransA ? CUBLAS_OP_T : CUBLAS_OP_N; // cuBLASLt's B is a\n"
+    "    KF_LT(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, "
+    "sizeof(tb)));\n"
+    "    KF_LT(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, kTransA ? m : k, kTransA ? k : m,\n"
+    "                                     kTransA ? m : k));\n"
     "    KF_LT(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, n, m, n));\n"
     "    if (batch > 1) {\n"
     "        int rc = set_batch(p.lb, (int32_t)batch, key[5]);\n"
@@ -372,12 +380,12 @@ static char *cuda_src(const struct kfx_call *c, bool trans, int v) {
                 : "cuBLASLt matmul with CUBLAS_COMPUTE_32F (never TF32), stream 0");
     kf_buf_printf(&b,
                   "%s#include <cuda_runtime.h>\n\n#include <cstdint>\n\n"
-                  "namespace {\n\nconstexpr bool kTransB = %s;\n",
+                  "namespace {\n\nconstexpr bool kTransB = %s;\nconstexpr bool kTransA = %s;\n",
                   v == 0 ? "// Row-major C = A op(B) is column-major C^T = op(B)^T A^T: the "
                            "operands go to cuBLAS swapped.\n#include <cublas_v2.h>\n"
                          : "// The algorithm is the heuristic's first for each shape and "
                            "alignment, cached (a few plans).\n#include <cublasLt.h>\n",
-                  trans ? "true" : "false");
+                  trans ? "true" : "false", c->trans_a ? "true" : "false");
     if (v == 0) {
         kf_buf_printf(&b, "%s", CUBLAS_HANDLE);
     } else {
@@ -444,11 +452,19 @@ static const char CPU_BLOCK[] =
     "    for (int64_t pc = 0; pc < k; pc += kKC) {\n"
     "        const int64_t kc = std::min(kKC, k - pc);\n"
     "        pack_b(b, k, n, pc, jc, kc, nc, pb);\n"
+    "        // kTransA: the block's rows of op(A), mc x kc, packed after the panels\n"
+    "        float *pa = pb + kKC * ((kNC + NR - 1) / NR * NR);\n"
+    "        if (kTransA)\n"
+    "            for (int64_t p = 0; p < kc; ++p)\n"
+    "                for (int64_t i = 0; i < mc; ++i)\n"
+    "                    pa[i * kc + p] = a[(pc + p) * m + ic + i];\n"
     "        for (int64_t ir = 0; ir < mc; ir += MR) {\n"
     "            const int64_t mr = std::min<int64_t>(MR, mc - ir);\n"
     "            const float *rows[MR];\n"
-    "            for (int64_t i = 0; i < MR; ++i)\n"
-    "                rows[i] = a + (ic + ir + std::min<int64_t>(i, mr - 1)) * k + pc;\n"
+    "            for (int64_t i = 0; i < MR; ++i) {\n"
+    "                const int64_t row = ir + std::min<int64_t>(i, mr - 1);\n"
+    "                rows[i] = kTransA ? pa + row * kc : a + (ic + row) * k + pc;\n"
+    "            }\n"
     "            for (int64_t jr = 0; jr < nc; jr += NR)\n"
     "                micro(kc, rows, pb + jr * kc, c + (ic + ir) * n + jc + jr, n, mr,\n"
     "                      std::min<int64_t>(NR, nc - jr), pc == 0);\n"
@@ -497,8 +513,9 @@ static char *cpu_sgemm(const struct kfx_call *c, bool trans, int v) {
                   "#include <algorithm>\n#include <cstdint>\n#include <cstdlib>\n"
                   "#include <cstring>\n\nnamespace {\n\n"
                   "constexpr bool kTransB = %s;\n"
+                  "constexpr bool kTransA = %s; // a is k x m: its blocks are packed too\n"
                   "constexpr int64_t kMC = %d, kNC = %d, kKC = %d;\n",
-                  trans ? "true" : "false", mc[v], nc[v], kc[v]);
+                  trans ? "true" : "false", c->trans_a ? "true" : "false", mc[v], nc[v], kc[v]);
     kfx_src_tiles(&b, "c", CPU_PACK, CPU_STORE, CPU_BLOCK);
     kf_buf_printf(&b,
                   "extern \"C\" int %s(const float *__restrict a, const float *__restrict b, "
@@ -507,7 +524,8 @@ static char *cpu_sgemm(const struct kfx_call *c, bool trans, int v) {
                   c->fn);
     kf_buf_printf(&b, "%s", CPU_ENTRY);
     kfx_src_omp_items(&b,
-                      "        float *pb = static_cast<float *>(std::malloc(panel)); // this "
+                      "        float *pb = static_cast<float *>(std::malloc(\n"
+                      "            panel + (kTransA ? sizeof(float) * kMC * kKC : 0))); // this "
                       "thread's, for this call\n",
                       "pb == nullptr", CPU_ITEM, "        std::free(pb);\n");
     return b.data;

@@ -259,7 +259,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
                          .fn = st->fn,
                          .n_in = st->n_ins,
                          .backend = p->backend,
-                         .trans_b = st->trans_b};
+                         .trans_b = st->trans_b,
+                         .trans_a = st->trans_a};
     for (int i = 0; i < st->n_ins && i < 4; i++)
         c.in[i] = st->ins[i];
     switch (st->kind) {

@@ -26,7 +26,9 @@ struct kfx_call {
     const char *backend; /* "cuda" or "cpu" */
     bool trans_b;        /* matmul: in[1] is the contiguous tensor whose last two dims, swapped,
                             are b (a @ k.transpose(-2, -1)), passed as is with op = transpose */
+    bool trans_a;        /* matmul: the same for in[0] and a (x.T @ y) */
     const char *b_view;  /* trans_b, for kfx_gemm_py: the Python expression of b itself */
+    const char *a_view;  /* trans_a: of a */
 };
 
 /* The Python lines (each indented 8 spaces, ending in a newline) appended to py: they compute

@@ -75,7 +75,8 @@ struct kfx_step {
     const json_t *node; /* GEMM, CONV, POOL: the node for expert_ops.h; borrowed */
     char ins[4][128];   /* GEMM, CONV, POOL: Python expressions of the operands */
     int n_ins;
-    bool trans_b;   /* GEMM: kfx_call's trans_b */
+    bool trans_b; /* GEMM: kfx_call's trans_b and trans_a */
+    bool trans_a;
     int n_variants; /* counted when planned */
     /* MOMENTS of contiguous groups (layer norm), or a sum or mean over the last dimension (an
      * RMS norm's mean of squares), on cuda: the elementwise pass that follows (its output of

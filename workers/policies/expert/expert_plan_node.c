@@ -556,8 +556,8 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     const char *path = json_string_value(json_object_get(node, "target"));
     bool module = !strcmp(json_string_value(json_object_get(node, "op")), "call_module");
     int ops[2];
-    bool trans_b = false;
-    const char *b_view = NULL;
+    bool trans_b = false, trans_a = false;
+    const char *b_view = NULL, *a_view = NULL;
     for (int i = 0; i < n_ops; i++) {
         if (module && i == 1) {
             ops[i] = param_val(p, NULL, path, "weight", 0);
@@ -568,12 +568,14 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
                 ops[i] = kfx_arg_val(p, a);
             }
         }
-        /* a matmul's b that is a contiguous tensor with its last two dims swapped: that
-         * tensor, read with op = transpose (no copy) */
-        if (kind == KFX_GEMM && bias_ones < 0 && i == 1 && ops[i] >= 0 && p->val[ops[i]].last2_of) {
-            b_view = p->val[ops[i]].py;
+        /* a matmul's operand that is a contiguous tensor with its last two dims swapped: that
+         * tensor, read with op = transpose (no copy); a only as a matrix (a batched a times one
+         * b is one product of all its rows, which its transpose's layout does not hold) */
+        if (kind == KFX_GEMM && bias_ones < 0 && ops[i] >= 0 && p->val[ops[i]].last2_of &&
+            (i == 1 || p->val[ops[i]].ndim == 2)) {
+            *(i == 0 ? &a_view : &b_view) = p->val[ops[i]].py;
+            *(i == 0 ? &trans_a : &trans_b) = true;
             ops[i] = p->val[ops[i]].last2_of - 1;
-            trans_b = true;
         }
         if (ops[i] < 0 || kfx_materialise(p, ops[i], detail, dlen) != 0) {
             if (!detail[0])
@@ -587,6 +589,7 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     st->node = node;
     st->n_ins = n_ops;
     st->trans_b = trans_b;
+    st->trans_a = trans_a;
     for (int i = 0; i < n_ops; i++)
         snprintf(st->ins[i], sizeof(st->ins[i]), "%s", p->val[ops[i]].py);
     int bias = -1;
@@ -613,7 +616,9 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
                          .out = p->val[outv].py,
                          .backend = p->backend,
                          .trans_b = trans_b,
-                         .b_view = b_view};
+                         .trans_a = trans_a,
+                         .b_view = b_view,
+                         .a_view = a_view};
     for (int i = 0; i < n_ops; i++)
         c.in[i] = st->ins[i];
     int rc = kind == KFX_GEMM   ? kfx_gemm_py(&c, p->fwd, detail, dlen)
