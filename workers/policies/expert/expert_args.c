@@ -21,6 +21,19 @@ const json_t *kfx_arg_param(const json_t *node, bool module, size_t pos, const c
     return json_object_get(json_object_get(node, "kwargs"), name);
 }
 
+int kfx_arg_avg_opts(const json_t *node, bool module, const char *what, bool *count_pad,
+                     long *divisor, char *detail, size_t dlen) {
+    const json_t *cip = kfx_arg_param(node, module, 5, "count_include_pad");
+    const json_t *div = kfx_arg_param(node, module, 6, "divisor_override");
+    *count_pad = cip == NULL || json_is_null(cip) || json_is_true(cip);
+    if (div && !json_is_null(div) && (!json_is_integer(div) || json_integer_value(div) == 0)) {
+        snprintf(detail, dlen, "%s: divisor_override not understood", what);
+        return -1;
+    }
+    *divisor = json_is_integer(div) ? (long)json_integer_value(div) : 0;
+    return 0;
+}
+
 int kfx_arg_pair(const json_t *v, const long def[2], long out[2]) {
     if (v == NULL || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0)) {
         out[0] = def[0];
@@ -169,6 +182,49 @@ void kfx_src_plan_lookup(struct kf_buf *b, const char *nkey) {
                   "    Plan &p = s.plans[s.next];\n"
                   "    s.next = (s.next + 1) %% kPlans;\n",
                   nkey);
+}
+
+void kfx_src_cudnn_check(struct kf_buf *b) {
+    kf_buf_printf(b, "%s",
+                  "#define KF_CUDNN(call)                                                          "
+                  "        \\\n"
+                  "    do {                                                                        "
+                  "        \\\n"
+                  "        const cudnnStatus_t st_ = (call);                                       "
+                  "        \\\n"
+                  "        if (st_ != CUDNN_STATUS_SUCCESS)                                        "
+                  "        \\\n"
+                  "            return kCudnnError + (int)st_;                                      "
+                  "        \\\n"
+                  "    } while (0)\n\n");
+}
+
+void kfx_src_cudnn_state(struct kf_buf *b, const char *what, const char *flags, const char *algo) {
+    kf_buf_printf(b,
+                  "// One shape's descriptors, algorithm and workspace size%s.\n"
+                  "struct Plan {\n"
+                  "    bool %s;\n"
+                  "    int64_t key[kKey] = {};\n"
+                  "    cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
+                  "    cudnnFilterDescriptor_t wd = nullptr;\n"
+                  "    cudnnConvolutionDescriptor_t cd = nullptr;\n"
+                  "    %s\n"
+                  "    size_t ws_bytes = 0;\n"
+                  "};\n\n"
+                  "// The library's state, kept for its lifetime: the handle, a few plans, one "
+                  "workspace.\n"
+                  "struct State {\n"
+                  "    cudnnHandle_t h = nullptr;\n"
+                  "    Plan plans[kPlans];\n"
+                  "    int next = 0;\n"
+                  "    void *ws = nullptr;\n"
+                  "    size_t ws_cap = 0;\n"
+                  "};\n\n"
+                  "State &state() {\n"
+                  "    static State s;\n"
+                  "    return s;\n"
+                  "}\n\n",
+                  what, flags, algo);
 }
 
 void kfx_src_cudnn_workspace(struct kf_buf *b) {

@@ -22,6 +22,12 @@ const char *kfx_arg_short_name(const char *target);
  * NULL when absent. */
 const json_t *kfx_arg_param(const json_t *node, bool module, size_t pos, const char *name);
 
+/* An average pooling's options (nn.AvgPool*d / F.avg_pool*d, positions 5 and 6):
+ * count_include_pad (default true) into *count_pad and divisor_override (0: none) into *divisor.
+ * 0, or -1 with detail naming what (the node) when the divisor is not a nonzero int. */
+int kfx_arg_avg_opts(const json_t *node, bool module, const char *what, bool *count_pad,
+                     long *divisor, char *detail, size_t dlen);
+
 /* An int or a list of 1 or 2 ints into out; def[] when v is absent, null or empty. 0, or -1. */
 int kfx_arg_pair(const json_t *v, const long def[2], long out[2]);
 
@@ -55,6 +61,14 @@ void kfx_src_tiles(struct kf_buf *b, const char *what, const char *pack, const c
 /* The cached plan of `key` (nkey entries) among s.plans: returns it through *out when found,
  * else takes the oldest slot as `Plan &p`. */
 void kfx_src_plan_lookup(struct kf_buf *b, const char *nkey);
+
+/* The cuDNN generators' KF_CUDNN(call) (return kCudnnError + the status unless it succeeded). */
+void kfx_src_cudnn_check(struct kf_buf *b);
+
+/* The cuDNN generators' `struct Plan` (one shape's descriptors, algorithm and workspace size:
+ * what ends its comment, its bool fields with their defaults, its algorithm field's line), the
+ * `struct State` of kPlans of them with the handle and the workspace, and `State &state()`. */
+void kfx_src_cudnn_state(struct kf_buf *b, const char *what, const char *flags, const char *algo);
 
 /* The cuDNN generators' `int workspace(State &s, size_t bytes)`: s.ws (s.ws_cap bytes) grown to
  * at least bytes, 0 or the CUDA error. */

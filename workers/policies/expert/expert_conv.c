@@ -163,42 +163,18 @@ static void checks(struct kf_buf *b, const char *err) {
                   err, err);
 }
 
-static const char CUDA_BODY_HEAD[] =
+static const char CUDA_CONSTS[] =
     "constexpr int kCudnnError = 2000; // + cudnnStatus_t, to tell them from CUDA errors\n"
     "constexpr int kPlans = 8;\n"
     "constexpr int kKey = 16; // n c h w oc kh kw oh ow sh sw pt pl dh dw g\n"
-    "constexpr int kThreads = 256;\n\n"
-    "#define KF_CUDNN(call)                                                                  \\\n"
-    "    do {                                                                                \\\n"
-    "        const cudnnStatus_t st_ = (call);                                               \\\n"
-    "        if (st_ != CUDNN_STATUS_SUCCESS)                                                \\\n"
-    "            return kCudnnError + (int)st_;                                              \\\n"
-    "    } while (0)\n\n"
+    "constexpr int kThreads = 256;\n\n";
+
+static const char CUDA_GEO[] =
     "struct Geo {\n"
     "    int64_t n, c, h, w, oc, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, g;\n"
-    "};\n\n"
-    "// One shape's descriptors, algorithm and workspace size.\n"
-    "struct Plan {\n"
-    "    bool ready = false;\n"
-    "    int64_t key[kKey] = {};\n"
-    "    cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
-    "    cudnnFilterDescriptor_t wd = nullptr;\n"
-    "    cudnnConvolutionDescriptor_t cd = nullptr;\n"
-    "    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;\n"
-    "    size_t ws_bytes = 0;\n"
-    "};\n\n"
-    "// The library's state, kept for its lifetime: the handle, a few plans, one workspace.\n"
-    "struct State {\n"
-    "    cudnnHandle_t h = nullptr;\n"
-    "    Plan plans[kPlans];\n"
-    "    int next = 0;\n"
-    "    void *ws = nullptr;\n"
-    "    size_t ws_cap = 0;\n"
-    "};\n\n"
-    "State &state() {\n"
-    "    static State s;\n"
-    "    return s;\n"
-    "}\n\n"
+    "};\n\n";
+
+static const char CUDA_BODY_HEAD[] =
     "// p's descriptors for the shape k (kKey values), created on p's first use.\n"
     "int describe(Plan &p, const int64_t *k) {\n"
     "    if (p.xd == nullptr) {\n"
@@ -257,7 +233,7 @@ static const char CUDA_BODY_HEAD[] =
     "// The plan of key: a cached one, or a new one in the oldest slot.\n"
     "int plan_for(State &s, const int64_t *key, Plan **out) {\n";
 
-/* CUDA_BODY_HEAD, a cached plan's lookup, then this. */
+/* CUDA_CONSTS, the cuDNN fragments, CUDA_GEO, CUDA_BODY_HEAD, a cached plan's lookup, then this. */
 static const char CUDA_BODY_TAIL[] = "    p.ready = false;\n"
                                      "    int rc = describe(p, key);\n"
                                      "    if (rc == 0)\n"
@@ -366,6 +342,12 @@ static char *cuda_src(const struct kfx_call *c, int v) {
                   v == 0 ? "from cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7)"
                          : "cuDNN times fastest (cudnnFindConvolutionForwardAlgorithm)",
                   v == 0 ? "false" : "true");
+    kf_buf_printf(&b, "%s", CUDA_CONSTS);
+    kfx_src_cudnn_check(&b);
+    kf_buf_printf(&b, "%s", CUDA_GEO);
+    kfx_src_cudnn_state(
+        &b, "", "ready = false",
+        "cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;");
     kf_buf_printf(&b, "%s", CUDA_BODY_HEAD);
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_BODY_TAIL);

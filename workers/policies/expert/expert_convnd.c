@@ -314,35 +314,9 @@ static void signature(struct kf_buf *b, const struct kfx_call *c) {
 
 static const char CUDA_STATE[] =
     "constexpr int kCudnnError = 2000; // + cudnnStatus_t, to tell them from CUDA errors\n"
-    "constexpr int kPlans = 8, kKey = 12, kThreads = 256;\n\n"
-    "#define KF_CUDNN(call)                                                                  \\\n"
-    "    do {                                                                                \\\n"
-    "        const cudnnStatus_t st_ = (call);                                               \\\n"
-    "        if (st_ != CUDNN_STATUS_SUCCESS)                                                \\\n"
-    "            return kCudnnError + (int)st_;                                              \\\n"
-    "    } while (0)\n\n"
-    "// One shape's descriptors, algorithm and workspace size; direct when cuDNN declined it.\n"
-    "struct Plan {\n"
-    "    bool ready = false, direct = false;\n"
-    "    int64_t key[kKey] = {};\n"
-    "    cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;\n"
-    "    cudnnFilterDescriptor_t wd = nullptr;\n"
-    "    cudnnConvolutionDescriptor_t cd = nullptr;\n"
-    "    int algo = 0; // a cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t\n"
-    "    size_t ws_bytes = 0;\n"
-    "};\n\n"
-    "// The library's state, kept for its lifetime: the handle, a few plans, one workspace.\n"
-    "struct State {\n"
-    "    cudnnHandle_t h = nullptr;\n"
-    "    Plan plans[kPlans];\n"
-    "    int next = 0;\n"
-    "    void *ws = nullptr;\n"
-    "    size_t ws_cap = 0;\n"
-    "};\n\n"
-    "State &state() {\n"
-    "    static State s;\n"
-    "    return s;\n"
-    "}\n\n"
+    "constexpr int kPlans = 8, kKey = 12, kThreads = 256;\n\n";
+
+static const char CUDA_DESCRIBE[] =
     "// p's descriptors for g: kDims-dimensional tensors (the last kDims - 2 spatial sizes).\n"
     "int describe(Plan &p, const Geo &g) {\n"
     "    if (p.xd == nullptr) {\n"
@@ -538,7 +512,12 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
                   v == 0 ? "from cuDNN's heuristics" : "cuDNN times fastest (cudnnFind)", what,
                   v == 0 ? "false" : "true", p->rank == 3 ? 5 : 4);
     src_common(&b, p);
-    kf_buf_printf(&b, "%s%s", CUDA_STATE, CUDA_CHOOSE);
+    kf_buf_printf(&b, "%s", CUDA_STATE);
+    kfx_src_cudnn_check(&b);
+    kfx_src_cudnn_state(
+        &b, "; direct when cuDNN declined it", "ready = false, direct = false",
+        "int algo = 0; // a cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t");
+    kf_buf_printf(&b, "%s%s", CUDA_DESCRIBE, CUDA_CHOOSE);
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_TAIL);
     kfx_src_cudnn_workspace(&b);

@@ -112,15 +112,9 @@ static int parse(const json_t *node, struct pool3 *p, char *detail, size_t dlen)
     p->ceil = json_is_true(kfx_arg_param(node, module, p->max ? 5 : 4, "ceil_mode"));
     if (p->max)
         return 0;
-    const json_t *cip = kfx_arg_param(node, module, 5, "count_include_pad");
-    const json_t *div = kfx_arg_param(node, module, 6, "divisor_override");
-    p->count_pad = cip == NULL || json_is_null(cip) || json_is_true(cip);
-    if (div && !json_is_null(div) && (!json_is_integer(div) || json_integer_value(div) == 0)) {
-        snprintf(detail, dlen, "avg_pool3d %s: divisor_override not understood", name);
-        return -1;
-    }
-    p->divisor = json_is_integer(div) ? (long)json_integer_value(div) : 0;
-    return 0;
+    char what[160];
+    snprintf(what, sizeof(what), "avg_pool3d %s", name);
+    return kfx_arg_avg_opts(node, module, what, &p->count_pad, &p->divisor, detail, dlen);
 }
 
 int kfx_pool3d_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen) {
