@@ -300,6 +300,9 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]
     assert kinds("layer_norm", "cuda") == ["moments"]
     assert kinds("group_norm", "cuda") == ["moments", "ew"]
+    # an instance norm's groups are one channel each, contiguous: fused as a layer norm's
+    inorm = ROOT / "bench" / "tasks_extra" / "instance_norm.py"
+    assert [st["kind"] for st in generate("cuda", graph_of(inorm, tmp_path, "cuda"))["steps"]] == ["moments"]
     # and an RMS norm's mean of squares with the pass that reads it
     assert kinds("rms_norm", "cuda") == ["reduce"]
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]
