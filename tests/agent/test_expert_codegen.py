@@ -141,6 +141,14 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     "view_out": ("return torch.tanh(x * y).view(-1, 16)", "64, 32"),
+    # five sibling reductions (four share a kernel, the fifth has its own) over rows, and over
+    # the whole tensor
+    "siblings": (
+        "return (x.sum(1, keepdim=True) * y.mean(1, keepdim=True) + (x * y).prod(1, keepdim=True)"
+        " - x.std(1, keepdim=True) / (1 + x.var(1, correction=0, keepdim=True)) + (x - y).sum(1, keepdim=True))"
+        " * F.mse_loss(x, y) + F.l1_loss(x, y)",
+        "64, 32",
+    ),
     # scans (expert_scan.c) along the last dim (rows) and the first (columns), with prologues
     "scans": (
         "return torch.cumsum(x * 2, dim=1) + (1 + 0.01 * x).cumprod(0) - torch.cumsum(y, -1)"
@@ -300,6 +308,25 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]
     assert kinds("layer_norm", "cuda") == ["moments"]
     assert kinds("group_norm", "cuda") == ["moments", "ew"]
+    # sibling reductions of one shape and dims read the inputs once, in one kernel
+    # (expert_plan_multi.c); a reduction that reads another's result stays a step of its own
+    for name in ("cosine_rows", "var_prod", "standardize_rows", "mse_smooth_l1"):
+        extra = ROOT / "bench" / "tasks_extra" / f"{name}.py"
+        for backend in ("cpu", "cuda"):
+            steps = generate(backend, graph_of(extra, tmp_path, backend))["steps"]
+            assert [st["kind"] for st in steps] == ["multi", "ew"], (name, backend)
+    dep = tmp_path / "dependent.py"
+    dep.write_text(TASK_LIKE.replace("{body}", "return ((x - x.mean(1, keepdim=True)) ** 2).sum(1, keepdim=True)"
+                                     " + x.sum(1, keepdim=True) + y.amax(1, keepdim=True)")
+                   .replace("{yshape}", "64, 32"))  # fmt: skip
+    # the mean; (x - mean) ** 2 in memory; its sum with x's; y's maximum (not a sum); the rest
+    assert [st["kind"] for st in generate("cpu", graph_of(dep, tmp_path, "cpu"))["steps"]] == [
+        "reduce",
+        "ew",
+        "multi",
+        "reduce",
+        "ew",
+    ]
     # an instance norm's groups are one channel each, contiguous: fused as a layer norm's
     inorm = ROOT / "bench" / "tasks_extra" / "instance_norm.py"
     assert [st["kind"] for st in generate("cuda", graph_of(inorm, tmp_path, "cuda"))["steps"]] == ["moments"]

@@ -681,6 +681,8 @@ void kfx_plan_free(struct kfx_plan *p) {
     for (int s = 0; s < p->n_steps; s++) {
         free(p->step[s].body);
         free(p->step[s].ew_body);
+        for (int j = 0; j < p->step[s].n_sub; j++)
+            free(p->step[s].sub[j].body);
     }
     if (p->fwd) {
         kf_buf_free(p->fwd);

@@ -20,6 +20,7 @@ struct kf_buf;
 #define KFX_MAX_STEPS 24
 #define KFX_MAX_LEAVES 12
 #define KFX_MAX_DIMS 8
+#define KFX_MAX_SUB 4
 
 enum kfx_vkind {
     KFX_INPUT,  /* a forward() argument: x0, x1.. */
@@ -57,7 +58,17 @@ enum kfx_skind {
     KFX_GEMM,
     KFX_CONV,
     KFX_POOL,
-    KFX_SCAN
+    KFX_SCAN,
+    KFX_MULTI /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
+};
+
+/* One reduction of a KFX_MULTI step: its operator (sum, mean, prod, var0/1, std0/1), its
+ * prologue body over its own leaves in0..in<n - 1>, which are the step's leaves map[0..n). */
+struct kfx_sub {
+    char op[16];
+    char *body; /* owned */
+    int n;
+    int map[KFX_MAX_LEAVES];
 };
 
 /* One kernel of the plan: kernels/kf_op<index>.{cu,cpp}, defining extern "C" kf_op<index>. */
@@ -98,6 +109,16 @@ struct kfx_step {
     int fusable;                  /* the statistics may take a pass */
     int stat_in, stat_m, stat_r;  /* vals: the input, the mean and the 1/std (-1: none) */
     size_t launch_at, launch_len; /* the statistics' launch line in fwd */
+    /* REDUCE: its input val, dims (Python text), keepdim and output val, for a sibling
+     * reduction that may join it (expert_plan_multi.c) */
+    int red_in, red_out;
+    char red_dims[128];
+    bool red_keep;
+    /* MULTI: n_sub reductions over the step's leaves (n_leaves, pro_val, pro_scalar); the
+     * outputs are the vals sub_out[] */
+    int n_sub;
+    struct kfx_sub sub[KFX_MAX_SUB];
+    int sub_out[KFX_MAX_SUB];
 };
 
 struct kfx_plan {
@@ -190,6 +211,16 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
  * KF_LOAD(idx) macro of st's prologue (cuda: also KF_LOAD4 and KF_ALIGNED). */
 void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads);
 void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda);
+
+/* expert_plan_multi.c: when the last step is a sum-like reduction (sum, mean, prod, var, std)
+ * of an input of in's shape over the same dims and keepdim, which op (also sum-like) over in
+ * does not read, the new reduction joins it (the step becomes KFX_MULTI) and writes val k
+ * (set here, from node). 1 when it joined, 0 when it does not apply, -1 with detail. */
+int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
+                   const char *dims, bool keepdim, char *detail, size_t dlen);
+
+/* expert_multi.c: the kernels of a KFX_MULTI step. */
+char *kfx_multi_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

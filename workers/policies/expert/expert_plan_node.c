@@ -59,10 +59,17 @@ int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char
         snprintf(detail, dlen, "%s over a dim argument that is not an int or list of ints", op);
         return -1;
     }
+    int joined = kfx_multi_join(p, node, k, in, op, dims, keepdim, detail, dlen);
+    if (joined != 0)
+        return joined;
     struct kfx_step *st = kfx_add_step(p, KFX_REDUCE, detail, dlen);
     if (st == NULL)
         return -1;
     snprintf(st->op, sizeof(st->op), "%s", op);
+    st->red_in = in;
+    st->red_out = k;
+    st->red_keep = keepdim;
+    snprintf(st->red_dims, sizeof(st->red_dims), "%s", dims);
     char leaves[1024];
     if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
         return -1;

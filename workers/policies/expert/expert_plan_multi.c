@@ -1,0 +1,133 @@
+/* expert_plan_multi.c: the planner's fusion of sibling reductions. Reductions of inputs of one
+ * shape over the same dims (a cosine similarity's three sums, a mean and a standard deviation,
+ * two losses' means) would each read the tensors once; planned one after the other with nothing
+ * between them, they become one KFX_MULTI step (expert_multi.c) that reads the inputs once and
+ * keeps one accumulator per reduction. The first one's launch line moves after the later
+ * one's allocation and takes every output. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "expert_plan.h"
+
+/* The reductions a KFX_MULTI step accumulates (sums and products in double). */
+static bool sum_like(const char *op) {
+    static const char *const ops[] = {"sum", "mean", "prod", "var0", "var1", "std0", "std1"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcmp(op, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Whether val v is one of the step's outputs or a view of one. */
+static bool reads_output(const struct kfx_plan *p, const struct kfx_step *st, int v) {
+    int root = p->val[v].view_of ? p->val[v].view_of - 1 : v;
+    int n = st->kind == KFX_MULTI ? st->n_sub : 1;
+    for (int j = 0; j < n; j++) {
+        int out = st->kind == KFX_MULTI ? st->sub_out[j] : st->red_out;
+        if (root == out || v == out)
+            return true;
+    }
+    return false;
+}
+
+/* Adds the new reduction's leaves to the step's (each once), mapping them in sb. false when the
+ * step would have too many. */
+static bool union_leaves(struct kfx_step *st, const struct kfx_step *tmp, struct kfx_sub *sb) {
+    for (int j = 0; j < tmp->n_leaves; j++) {
+        int at = -1;
+        for (int i = 0; i < st->n_leaves && at < 0; i++)
+            if (st->pro_val[i] == tmp->pro_val[j] && st->pro_scalar[i] == tmp->pro_scalar[j])
+                at = i;
+        if (at < 0) {
+            if (st->n_leaves >= KFX_MAX_LEAVES)
+                return false;
+            at = st->n_leaves++;
+            st->pro_val[at] = tmp->pro_val[j];
+            st->pro_scalar[at] = tmp->pro_scalar[j];
+        }
+        sb->map[j] = at;
+    }
+    return true;
+}
+
+/* The step's launch line, at the end of forward(): every leaf, every output, the geometry. */
+static void launch(struct kfx_plan *p, struct kfx_step *st) {
+    struct kf_buf line = {0};
+    kf_buf_printf(&line, "self.k.%s(", st->fn);
+    for (int i = 0; i < st->n_leaves; i++)
+        kf_buf_printf(&line, "%s, ", p->val[st->pro_val[i]].py);
+    for (int j = 0; j < st->n_sub; j++)
+        kf_buf_printf(&line, "%s, ", p->val[st->sub_out[j]].py);
+    st->launch_at = p->fwd->len;
+    kfx_line(p, "%s*t%d_g[:3])", line.data ? line.data : "", st->red_out);
+    st->launch_len = p->fwd->len - st->launch_at;
+    kf_buf_free(&line);
+}
+
+int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
+                   const char *dims, bool keepdim, char *detail, size_t dlen) {
+    if (p->n_steps == 0 || !sum_like(op) || p->val[in].is_int)
+        return 0;
+    struct kfx_step *st = &p->step[p->n_steps - 1];
+    bool reduce = st->kind == KFX_REDUCE && sum_like(st->op) && st->ew_body == NULL;
+    if (!reduce && !(st->kind == KFX_MULTI && st->n_sub < KFX_MAX_SUB))
+        return 0;
+    if (strcmp(st->red_dims, dims) != 0 || st->red_keep != keepdim ||
+        !kfx_same_shape(&p->val[st->red_in], &p->val[in]) || st->launch_len < 10 ||
+        st->launch_at + st->launch_len > p->fwd->len)
+        return 0;
+    struct kfx_step tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    char leaves[1024];
+    int steps = p->n_steps;
+    if (kfx_prologue(p, in, &tmp, leaves, sizeof(leaves), detail, dlen) != 0) {
+        free(tmp.body);
+        return -1;
+    }
+    st = &p->step[steps - 1];
+    bool ok = p->n_steps == steps; /* no copy was planned between (the chain did not fuse) */
+    for (int j = 0; ok && j < tmp.n_leaves; j++)
+        ok = !reads_output(p, st, tmp.pro_val[j]);
+    struct kfx_step saved = *st;
+    if (ok && st->kind == KFX_REDUCE) {
+        st->kind = KFX_MULTI;
+        st->n_sub = 1;
+        struct kfx_sub *s0 = &st->sub[0];
+        memcpy(s0->op, st->op, sizeof(s0->op));
+        s0->body = st->body;
+        s0->n = st->n_leaves;
+        for (int i = 0; i < st->n_leaves; i++)
+            s0->map[i] = i;
+        st->body = NULL;
+        st->sub_out[0] = st->red_out;
+        st->fusable = 0;
+        snprintf(st->op, sizeof(st->op), "multi");
+    }
+    struct kfx_sub *sb = ok ? &st->sub[st->n_sub] : NULL;
+    if (ok && !union_leaves(st, &tmp, sb)) {
+        *st = saved; /* too many leaves: the new reduction stays a step of its own */
+        ok = false;
+    }
+    if (!ok) {
+        free(tmp.body);
+        return 0;
+    }
+    snprintf(sb->op, sizeof(sb->op), "%s", op);
+    sb->body = tmp.body;
+    sb->n = tmp.n_leaves;
+    st->sub_out[st->n_sub++] = k;
+    /* the launch moves after the new output's allocation, with every output */
+    struct kf_buf *f = p->fwd;
+    memmove(f->data + st->launch_at, f->data + st->launch_at + st->launch_len,
+            f->len - st->launch_at - st->launch_len + 1);
+    f->len -= st->launch_len;
+    char out[16];
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    kfx_line(p, "%s = _alloc(t%d_g[3], x0)", out, st->red_out);
+    launch(p, st);
+    return 1;
+}
