@@ -327,9 +327,13 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
         "reduce",
         "ew",
     ]
-    # an instance norm's groups are one channel each, contiguous: fused as a layer norm's
+    # an instance norm's statistics and its pass stay two kernels: the layer norm's fused kernel
+    # walks a group of many rows at 0.594 ms where the two take 0.226 (H200, bench/README.md)
     inorm = ROOT / "bench" / "tasks_extra" / "instance_norm.py"
-    assert [st["kind"] for st in generate("cuda", graph_of(inorm, tmp_path, "cuda"))["steps"]] == ["moments"]
+    assert [st["kind"] for st in generate("cuda", graph_of(inorm, tmp_path, "cuda"))["steps"]] == [
+        "moments",
+        "ew",
+    ]
     # and an RMS norm's mean of squares with the pass that reads it
     assert kinds("rms_norm", "cuda") == ["reduce"]
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]

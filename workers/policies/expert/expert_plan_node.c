@@ -452,20 +452,10 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
     } else {
         kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
         kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
-        /* a group per channel (instance norm): contiguous groups, one statistic each, as a
-         * layer norm's; the pass may fuse */
-        if (nd >= 2 && groups == x->shape[1]) {
-            st->fusable = 1;
-            st->stat_in = in;
-            st->stat_m = *m;
-            st->stat_r = *r;
-        }
-        st->launch_at = p->fwd->len;
         kfx_line(p,
                  "self.k.%s(%s%s, %s, 1, %s_s[0] * %lld, %s_s[1] // %lld * math.prod(%s_s[2:]), "
                  "%s_s[1] // %lld, %s)",
                  st->fn, leaves, mp, rp, mp, groups, mp, groups, mp, mp, groups, e);
-        st->launch_len = p->fwd->len - st->launch_at;
     }
     return 0;
 }
