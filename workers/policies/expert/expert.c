@@ -53,7 +53,9 @@ void kfw_expert_free(struct kfw_expert *x) {
 static void call(struct kfw_expert *x, json_t *calls, const char *name, json_t *args) {
     char id[32];
     snprintf(id, sizeof(id), "call_%d_%zu", x->turn, json_array_size(calls));
-    char *text = json_dumps(args ? args : json_object(), JSON_COMPACT);
+    json_t *none = args ? NULL : json_object(); /* owned: no arguments, "{}" */
+    char *text = json_dumps(args ? args : none, JSON_COMPACT);
+    json_decref(none);
     json_array_append_new(calls,
                           json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                     "function", "name", name, "arguments", text ? text : "{}"));

@@ -57,9 +57,10 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
                 found++;
                 break;
             }
+    bool scalar = false; /* a 0-d input is read as element 0: never held as a row */
     for (int j = 0; j < st->n_leaves; j++)
-        found -= st->pro_scalar[j] ? st->n_leaves + 1 : 0; /* a 0-d input: never held */
-    if (found != st->n_leaves)
+        scalar = scalar || st->pro_scalar[j];
+    if (found != st->n_leaves || scalar)
         memset(st->ew_held, 0, sizeof(st->ew_held));
     st->ew_body = body;
     st->ew_leaves = n;
