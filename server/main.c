@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "dispatch.h"
 #include "metrics.h"
 #include "park.h"
@@ -120,6 +121,7 @@ static int resolve(const char *host, long port, struct sockaddr_storage *out) {
 }
 
 int main(int argc, char **argv) {
+    kf_crash_install("kforge-server"); /* a fault leaves its call stack in the log */
     struct kf_config cfg;
     char err[256];
     if (kf_config_load(&cfg, err, sizeof err) != 0) {

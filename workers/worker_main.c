@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crash.h"
+
 static void usage(FILE *f) {
     fprintf(f, "usage: kforge-worker (--gpu N | --cpu) [--SETTING VALUE ...]\n"
                "settings (also from the environment):\n");
@@ -171,6 +173,7 @@ static void main_loop(struct kfw *w) {
 }
 
 int main(int argc, char **argv) {
+    kf_crash_install("kforge-worker"); /* a fault leaves its call stack in the log */
     struct kfw w;
     memset(&w, 0, sizeof(w));
     char err[256];

@@ -7,10 +7,14 @@
  *                                 talks to the driver on stdin/stdout: "up" (both servers
  *                                 running), then after a line on stdin "down" (both stopped),
  *                                 then after another line "again" (both restarted)
+ *   lib_test crash null|overflow  installs the fault report (crash.h), then writes through a
+ *                                 null pointer or overflows the stack: it must die of SIGSEGV
+ *                                 with the report on stderr
  *
  * Prints "ok NAME" per passed check and "FAIL file:line: ..." per failed one; exits 1 when any
  * check failed. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 
 #include "buf.h"
 #include "config.h"
+#include "crash.h"
 #include "db.h"
 #include "jspec.h"
 #include "kf_errors.h"
@@ -886,7 +891,34 @@ static int run_outage(const char *pg, const char *redis) {
     return t.fails == 0 ? 0 : 1;
 }
 
+/* The faults of "lib_test crash": named functions, so the report's frames can be checked. */
+__attribute__((noinline)) static void crash_null(volatile int *p) {
+    *p = 1;
+}
+
+__attribute__((noinline)) static int crash_overflow(int depth) {
+    volatile char pad[4096]; /* 4 KiB a frame: 8 MiB of stack runs out in ~2000 calls */
+    pad[0] = (char)depth;
+    return depth < (1 << 30) ? crash_overflow(depth + 1) + pad[0]
+                             : 0; /* bounded for the compiler */
+}
+
+static int run_crash(const char *kind) {
+    if (kf_crash_install("lib_test") != 0)
+        return 3;
+    if (strcmp(kind, "null") == 0) {
+        /* the first page is never mapped; parsed, so the analysers see no constant null */
+        volatile int *nowhere = (volatile int *)(uintptr_t)strtoull("0x10", NULL, 16);
+        crash_null(nowhere);
+    } else if (strcmp(kind, "overflow") == 0) {
+        return crash_overflow(0);
+    }
+    return 2; /* not reached for a known kind */
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "crash") == 0)
+        return run_crash(argv[2]);
     if (argc == 2 && strcmp(argv[1], "unit") == 0)
         return run_unit();
     if (argc == 3 && strcmp(argv[1], "db") == 0)
@@ -896,6 +928,6 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "outage") == 0)
         return run_outage(argv[2], argv[3]);
     fprintf(stderr, "usage: lib_test unit | db PG_URL | queue REDIS_URL HOST PORT | "
-                    "outage PG_URL REDIS_URL\n");
+                    "outage PG_URL REDIS_URL | crash null|overflow\n");
     return 2;
 }

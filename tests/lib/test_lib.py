@@ -8,7 +8,9 @@ under it for the outage test. KFORGE_BUILD=DIR tests another build (e.g. a sanit
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -238,3 +240,29 @@ def test_gen_errors_rejects_duplicates(tmp_path: Path) -> None:
     )
     assert res.returncode != 0 and "duplicate" in res.stderr
     assert not (tmp_path / "gen" / "kf_errors.h").exists()
+
+
+def frame_functions(stderr: str) -> list[str]:
+    """The functions of the report's frames in lib_test, resolved by addr2line."""
+    offsets = re.findall(r"lib_test\(\+(0x[0-9a-f]+)\)", stderr)
+    if not offsets:
+        return []
+    res = subprocess.run(
+        ["addr2line", "-f", "-e", str(LIB_TEST), *offsets], capture_output=True, text=True, timeout=30
+    )
+    return res.stdout.splitlines()[0::2]
+
+
+@pytest.mark.parametrize("kind,where", [("null", "crash_null"), ("overflow", "crash_overflow")])
+def test_crash_report(kind: str, where: str) -> None:
+    """A fault leaves its signal and a call stack that addr2line resolves to the faulting
+    function, and the process still dies of the signal (exit status, core dump unchanged)."""
+    res = subprocess.run([str(LIB_TEST), "crash", kind], capture_output=True, text=True, timeout=60)
+    if "AddressSanitizer" in res.stderr:  # a sanitizer build: its own report stands
+        assert "SEGV" in res.stderr or "stack-overflow" in res.stderr, res.stderr
+        return
+    assert res.returncode == -signal.SIGSEGV, (res.returncode, res.stderr)
+    assert "lib_test: crashed with SIGSEGV at address 0x" in res.stderr, res.stderr
+    assert "end of call stack" in res.stderr, res.stderr
+    functions = frame_functions(res.stderr)
+    assert where in functions, (functions, res.stderr)
