@@ -408,20 +408,22 @@ static int index_text(const json_t *a, char *out, size_t n) {
             return -1;
         q++;
     }
-    if (has[2] && v[2] != 1)
-        return -1; /* a step other than 1: not yet */
+    if (has[2] && v[2] < 1)
+        return -1; /* PyTorch refuses a step below 1 itself */
     size_t len = 0;
     out[0] = '\0';
     if (has[0])
         len += (size_t)snprintf(out, n, "%lld", v[0]);
     len += (size_t)snprintf(out + len, n - len, ":");
     if (has[1])
-        snprintf(out + len, n - len, "%lld", v[1]);
+        len += (size_t)snprintf(out + len, n - len, "%lld", v[1]);
+    if (has[2] && v[2] != 1) /* x[::2]: a view of strides times the step, as any slice */
+        snprintf(out + len, n - len, ":%lld", v[2]);
     return 0;
 }
 
-/* x[...] of a tensor with ints, slices of step 1, None and Ellipsis, x.select(d, i) and
- * x.narrow(d, start, length): a strided view that may start past its root's first element. */
+/* x[...] of a tensor with ints, slices (of any positive step), None and Ellipsis, x.select(d, i)
+ * and x.narrow(d, start, length): a strided view that may start past its root's first element. */
 static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
     if (strcmp(s, "getitem") != 0 && strcmp(s, "select") != 0 && strcmp(s, "narrow") != 0)
@@ -454,7 +456,7 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
             size_t len = strlen(idx);
             if (index_text(json_is_array(ix) ? json_array_get(ix, i) : ix, one, sizeof(one)) != 0 ||
                 len + strlen(one) + 3 >= sizeof(idx)) {
-                snprintf(detail, dlen, "indexing by a tensor, a list or a stepped slice (not yet)");
+                snprintf(detail, dlen, "indexing by a tensor or a list (not yet)");
                 return -1;
             }
             snprintf(idx + len, sizeof(idx) - len, "%s%s", i ? ", " : "", one);
