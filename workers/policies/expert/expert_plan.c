@@ -648,9 +648,9 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
     memset(p, 0, sizeof(*p));
     detail[0] = '\0';
     snprintf(p->backend, sizeof(p->backend), "%s", backend);
-    p->graph = g;
+    p->graph = json_deep_copy(g);
     p->fwd = calloc(1, sizeof(*p->fwd));
-    const json_t *nodes = json_object_get(json_object_get(g, "graph"), "nodes");
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     if (p->fwd == NULL || !json_is_array(nodes)) {
         snprintf(detail, dlen, "no operator graph (the module could not be traced)");
         return -1;
@@ -688,5 +688,6 @@ void kfx_plan_free(struct kfx_plan *p) {
         kf_buf_free(p->fwd);
         free(p->fwd);
     }
+    json_decref(p->graph);
     memset(p, 0, sizeof(*p));
 }

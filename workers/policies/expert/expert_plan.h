@@ -97,7 +97,7 @@ struct kfx_step {
      * when it may fuse. */
     char *ew_body; /* owned; NULL when not fused */
     int ew_leaves;
-    signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the 1/std */
+    signed char ew_stat[KFX_MAX_LEAVES]; /* leaf k: 0 a tensor, 1 the mean, 2 the second */
     /* pass leaf k: 1 + the statistics' input inJ that it is (held raw in registers by the
      * row kernel, not read again); all 0 unless every statistics input is a pass leaf */
     unsigned char ew_held[KFX_MAX_LEAVES];
@@ -106,8 +106,12 @@ struct kfx_step {
      * tensor's reduction), read as inK[0] for every element; the leaves of the input's shape
      * come first (in0 gives the geometry) */
     unsigned char pro_scalar[KFX_MAX_LEAVES];
-    int fusable;                  /* the statistics may take a pass */
-    int stat_in, stat_m, stat_r;  /* vals: the input, the mean and the 1/std (-1: none) */
+    int fusable;                 /* the statistics may take a pass */
+    int stat_in, stat_m, stat_r; /* vals: the input, the mean and the second (-1: none) */
+    /* MOMENTS: the second statistic, 0 a norm's 1/sqrt(var + eps), 1 the variance and 2 the
+     * standard deviation with Bessel's correction corr (a mean and a var or std of one input
+     * over the last dimension: expert_plan_multi.c); the kernels' kf_second (expert_rows.c) */
+    int second, corr;
     size_t launch_at, launch_len; /* the statistics' launch line in fwd */
     /* REDUCE: its input val, dims (Python text), keepdim and output val, for a sibling
      * reduction that may join it (expert_plan_multi.c) */
@@ -128,13 +132,17 @@ struct kfx_plan {
     struct kfx_step step[KFX_MAX_STEPS];
     int n_steps;
     int n_inputs;
-    struct kf_buf *fwd;  /* the body of forward(), Python lines indented 8 spaces; owned */
-    const json_t *graph; /* borrowed */
-    char ret_root[16];   /* the step output that forward() returns a view of, else "" */
+    struct kf_buf *fwd; /* the body of forward(), Python lines indented 8 spaces; owned */
+    /* owned: a copy of the graph the plan was built from, whose nodes the steps point into
+     * (kfx_step_src reads them at every variant): the verdict it came in is released when the
+     * next verdict arrives, long before the expert writes its last kernel */
+    json_t *graph;
+    char ret_root[16]; /* the step output that forward() returns a view of, else "" */
 };
 
 /* Plans the task whose inspect graph is g for backend "cuda" or "cpu". 0, or -1 with the
- * operator or shape that is not supported in detail. The plan holds borrowed pointers into g. */
+ * operator or shape that is not supported in detail. The plan keeps a copy of g (the caller
+ * may release g at once); kfx_plan_free releases it, on failure too. */
 int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, char *detail,
                    size_t dlen);
 void kfx_plan_free(struct kfx_plan *p);

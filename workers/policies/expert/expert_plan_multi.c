@@ -3,7 +3,8 @@
  * two losses' means) would each read the tensors once; planned one after the other with nothing
  * between them, they become one KFX_MULTI step (expert_multi.c) that reads the inputs once and
  * keeps one accumulator per reduction. The first one's launch line moves after the later
- * one's allocation and takes every output. */
+ * one's allocation and takes every output. A mean and a var or std of one input over the last
+ * dimension become a norm's statistics instead (moments_pair), which a pass may join. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,79 @@ static void launch(struct kfx_plan *p, struct kfx_step *st) {
     kf_buf_free(&line);
 }
 
+/* A reduction over the last dimension, kept: rows the statistics kernels take. */
+static bool last_dim(const struct kfx_plan *p, const struct kfx_step *st) {
+    char last[32];
+    snprintf(last, sizeof(last), "(%d,)", p->val[st->red_in].ndim - 1);
+    return st->red_keep && p->val[st->red_in].ndim > 0 &&
+           (strcmp(st->red_dims, "(-1,)") == 0 || strcmp(st->red_dims, last) == 0);
+}
+
+/* 1 var, 2 std (correction in *corr) for "var0", "var1", "std0" and "std1"; else 0. */
+static int spread(const char *op, int *corr) {
+    if (strlen(op) != 4 || (op[3] != '0' && op[3] != '1'))
+        return 0;
+    *corr = op[3] - '0';
+    return !strncmp(op, "var", 3) ? 1 : !strncmp(op, "std", 3) ? 2 : 0;
+}
+
+/* The step's launch line taken out of forward(), and the new reduction's output val k
+ * allocated in the first one's shape: the caller writes the launch again, after it. */
+static void new_output(struct kfx_plan *p, struct kfx_step *st, const json_t *node, int k) {
+    struct kf_buf *f = p->fwd;
+    memmove(f->data + st->launch_at, f->data + st->launch_at + st->launch_len,
+            f->len - st->launch_at - st->launch_len + 1);
+    f->len -= st->launch_len;
+    char out[16];
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    kfx_line(p, "%s = _alloc(t%d_g[3], x0)", out, st->red_out);
+}
+
+/* A mean and a var or std (either first) of one input with one prologue over the last
+ * dimension, kept (x.mean(-1, keepdim=True) and x.std(-1, keepdim=True)): the REDUCE step
+ * becomes a norm's statistics (KFX_MOMENTS, its second value the var or std), which the
+ * elementwise pass that reads both may join (expert_plan_fuse.c) as a layer norm's does. true
+ * when it did; tmp is the new reduction's prologue. */
+static bool moments_pair(struct kfx_plan *p, struct kfx_step *st, const struct kfx_step *tmp,
+                         const json_t *node, int k, const char *op) {
+    int corr = 0, c2 = 0, second = spread(op, &corr);
+    bool mean_first = !strcmp(st->op, "mean") && second > 0;
+    if (!mean_first && !(spread(st->op, &c2) > 0 && !strcmp(op, "mean")))
+        return false;
+    if (!mean_first) {
+        second = spread(st->op, &corr);
+    }
+    if (st->kind != KFX_REDUCE || st->ew_body != NULL || !last_dim(p, st) ||
+        tmp->n_leaves != st->n_leaves || !st->body || !tmp->body || strcmp(st->body, tmp->body))
+        return false;
+    for (int j = 0; j < st->n_leaves; j++)
+        if (tmp->pro_val[j] != st->pro_val[j] || tmp->pro_scalar[j] != st->pro_scalar[j])
+            return false;
+    int m = mean_first ? st->red_out : k, r = mean_first ? k : st->red_out;
+    st->kind = KFX_MOMENTS;
+    snprintf(st->op, sizeof(st->op), "moments");
+    st->second = second;
+    st->corr = corr;
+    st->fusable = 1;
+    st->stat_in = st->red_in;
+    st->stat_m = m;
+    st->stat_r = r;
+    /* the launch moves after the new output's allocation, in the statistics' signature:
+     * (inputs, mean, second, A = 1, G groups, B = the row's length, rep = 1, eps unused) */
+    struct kf_buf *f = p->fwd;
+    new_output(p, st, node, k);
+    struct kf_buf line = {0};
+    for (int i = 0; i < st->n_leaves; i++)
+        kf_buf_printf(&line, "%s, ", p->val[st->pro_val[i]].py);
+    st->launch_at = f->len;
+    kfx_line(p, "self.k.%s(%st%d, t%d, 1, t%d.numel(), %s.numel() // max(t%d.numel(), 1), 1, 0.0)",
+             st->fn, line.data ? line.data : "", m, r, m, p->val[st->pro_val[0]].py, m);
+    st->launch_len = f->len - st->launch_at;
+    kf_buf_free(&line);
+    return true;
+}
+
 int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
                    const char *dims, bool keepdim, char *detail, size_t dlen) {
     if (p->n_steps == 0 || !sum_like(op) || p->val[in].is_int)
@@ -91,6 +165,10 @@ int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const 
     bool ok = p->n_steps == steps; /* no copy was planned between (the chain did not fuse) */
     for (int j = 0; ok && j < tmp.n_leaves; j++)
         ok = !reads_output(p, st, tmp.pro_val[j]);
+    if (ok && moments_pair(p, st, &tmp, node, k, op)) {
+        free(tmp.body);
+        return 1;
+    }
     struct kfx_step saved = *st;
     if (ok && st->kind == KFX_REDUCE) {
         st->kind = KFX_MULTI;
@@ -120,14 +198,7 @@ int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const 
     sb->n = tmp.n_leaves;
     st->sub_out[st->n_sub++] = k;
     /* the launch moves after the new output's allocation, with every output */
-    struct kf_buf *f = p->fwd;
-    memmove(f->data + st->launch_at, f->data + st->launch_at + st->launch_len,
-            f->len - st->launch_at - st->launch_len + 1);
-    f->len -= st->launch_len;
-    char out[16];
-    snprintf(out, sizeof(out), "t%d", k);
-    kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s = _alloc(t%d_g[3], x0)", out, st->red_out);
+    new_output(p, st, node, k);
     launch(p, st);
     return 1;
 }

@@ -26,14 +26,21 @@ static bool is(const char *s, const char *const *list) {
     return false;
 }
 
-/* The Python text of a dim argument: "(1,)", "(1, 2)" or "None"; -1 when it is something else. */
-static int dims_text(const json_t *d, char *out, size_t n) {
+/* A dim of an nd-dimensional tensor counted from the front (-1 is nd - 1), so that one dim has
+ * one spelling and sibling reductions over it are seen to be siblings. */
+static long long dim_of(long long d, int nd) {
+    return d < 0 && d >= -nd ? d + nd : d;
+}
+
+/* The Python text of a dim argument of an nd-dimensional input: "(1,)", "(1, 2)" or "None"; -1
+ * when it is something else. */
+static int dims_text(const json_t *d, int nd, char *out, size_t n) {
     if (d == NULL || json_is_null(d)) {
         snprintf(out, n, "None");
         return 0;
     }
     if (json_is_integer(d)) {
-        snprintf(out, n, "(%lld,)", (long long)json_integer_value(d));
+        snprintf(out, n, "(%lld,)", dim_of(json_integer_value(d), nd));
         return 0;
     }
     if (!json_is_array(d) || json_array_size(d) == 0)
@@ -45,7 +52,7 @@ static int dims_text(const json_t *d, char *out, size_t n) {
         if (!json_is_integer(x))
             return -1;
         size_t len = strlen(out);
-        snprintf(out + len, n - len, "%lld, ", (long long)json_integer_value(x));
+        snprintf(out + len, n - len, "%lld, ", dim_of(json_integer_value(x), nd));
     }
     size_t len = strlen(out);
     snprintf(out + len, n - len, ")");
@@ -55,7 +62,7 @@ static int dims_text(const json_t *d, char *out, size_t n) {
 int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
                const json_t *dim, bool keepdim, char *detail, size_t dlen) {
     char dims[128];
-    if (dims_text(dim, dims, sizeof(dims)) != 0) {
+    if (dims_text(dim, p->val[in].ndim, dims, sizeof(dims)) != 0) {
         snprintf(detail, dlen, "%s over a dim argument that is not an int or list of ints", op);
         return -1;
     }

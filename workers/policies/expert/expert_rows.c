@@ -678,6 +678,24 @@ void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     kf_buf_printf(b, ") %% 16 == 0)\n\n");
 }
 
+/* kf_second(var, n, eps): a statistics kernel's second value from the population variance of n
+ * elements: a norm's 1/sqrt(var + eps), or the variance or standard deviation with Bessel's
+ * correction (n - corr in the denominator; NaN for n == corr, as PyTorch) */
+static void second_code(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
+    const char *sq = cuda ? "sqrt" : "std::sqrt";
+    kf_buf_printf(b,
+                  "constexpr int KF_SECOND = %d; // 0: 1/sqrt(var + eps), 1: var, 2: std\n"
+                  "constexpr double KF_CORR = %d.0;\n\n"
+                  "%s float kf_second(double var, double n, float eps) {\n"
+                  "    if (KF_SECOND == 0)\n"
+                  "        return (float)(1.0 / %s(var + (double)eps));\n"
+                  "    const double v = var * n / (n - KF_CORR);\n"
+                  "    return (float)(KF_SECOND == 1 ? v : %s(v));\n"
+                  "}\n\n",
+                  st->kind == KFX_MOMENTS ? st->second : 0, st->corr,
+                  cuda ? "__device__ __forceinline__" : "inline", sq, sq);
+}
+
 static char *cuda_src(const struct kfx_step *st, int v) {
     static const int threads[] = {256, 512, 128, 1024};
     bool sm = st->kind == KFX_SOFTMAX;
@@ -716,8 +734,10 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     kfw_ew_elem(&b, st->body, st->n_leaves, "__device__ __forceinline__");
     kfx_rows_load(&b, st, st->kind != KFX_SOFTMAX || reg);
     kf_buf_printf(&b, "%s", ACC_MACROS);
-    if (st->kind == KFX_MOMENTS || fused)
+    if (st->kind == KFX_MOMENTS || fused) {
         kf_buf_printf(&b, "%s", MOMENTS_MACRO);
+        second_code(&b, st, true);
+    }
     if (fused) {
         char *fused = kfx_norm_fused_tmpl(st, (int[]){4, 2, 0, 0}[v]);
         if (fused != NULL)
@@ -786,7 +806,7 @@ static const char CPU_MOMENTS[] =
     "    var = var > 0.0 ? var : 0.0;\n"
     "    for (int64_t k = 0; k < rep; ++k) {\n"
     "        mean[g * rep + k] = (float)m;\n"
-    "        rstd[g * rep + k] = (float)(1.0 / std::sqrt(var + (double)eps));\n"
+    "        rstd[g * rep + k] = kf_second(var, n, eps);\n"
     "    }\n"
     "}\n\n"
     "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, int64_t G, int64_t B,\n"
@@ -840,6 +860,8 @@ static char *cpu_src(const struct kfx_step *st, int v) {
     bool sm = st->kind == KFX_SOFTMAX;
     if (st->kind != KFX_MOMENTS)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
+    else
+        second_code(&b, st, false);
     kf_buf_printf(&b, "using OutT = %s;\n#define SCHED %s\n",
                   strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float",
                   v == 0 ? "static" : "dynamic, 8");

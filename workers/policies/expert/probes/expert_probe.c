@@ -1,10 +1,12 @@
 /* expert_probe: the expert's planning and code generation alone, for tests/agent/.
- *   expert_probe cuda|cpu GRAPH.json [DIR [VARIANT]]
+ *   expert_probe [--free-graph] cuda|cpu GRAPH.json [DIR [VARIANT]]
  * prints {"ok", "detail", "model", "steps": [{"fn", "kind", "path", "variants": [source..]}]}
  * for the graph (the output of `kforge_harness inspect`). With DIR, also writes the candidate
  * there: DIR/model_new.py and each kernel in variant VARIANT (default 0; a kernel with fewer
- * variants gets its last). Exit 0 when it printed, 2 on bad usage or an unwritable DIR. */
+ * variants gets its last). With --free-graph, the graph is released once the plan is built.
+ * Exit 0 when it printed, 2 on bad usage or an unwritable DIR. */
 #include <errno.h>
+#include <stdbool.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +45,15 @@ static int write_candidate(const struct kfx_plan *p, const char *dir, int varian
 }
 
 int main(int argc, char **argv) {
+    /* --free-graph: the graph is released once the plan is built, as the episode releases the
+     * verdict it came in before the expert's later turns write their kernels */
+    bool free_graph = argc > 1 && strcmp(argv[1], "--free-graph") == 0;
+    if (free_graph) {
+        argc--;
+        argv++;
+    }
     if (argc < 3 || argc > 5 || (strcmp(argv[1], "cuda") != 0 && strcmp(argv[1], "cpu") != 0)) {
-        fprintf(stderr, "usage: expert_probe cuda|cpu GRAPH.json [DIR [VARIANT]]\n");
+        fprintf(stderr, "usage: expert_probe [--free-graph] cuda|cpu GRAPH.json [DIR [VARIANT]]\n");
         return 2;
     }
     json_error_t jerr;
@@ -56,6 +65,10 @@ int main(int argc, char **argv) {
     struct kfx_plan *p = calloc(1, sizeof(*p));
     char detail[512] = "";
     int rc = p ? kfx_plan_build(p, g, argv[1], detail, sizeof(detail)) : -1;
+    if (free_graph) {
+        json_decref(g);
+        g = NULL;
+    }
     json_t *out = json_pack("{s:b, s:s, s:[]}", "ok", rc == 0, "detail", detail, "steps");
     int status = 0;
     if (rc == 0) {
