@@ -54,12 +54,18 @@ static bool union_leaves(struct kfx_step *st, const struct kfx_step *tmp, struct
     return true;
 }
 
+/* "self.k.kf_opS(in0, in1, .., ": the start of the step's launch, its leaves, into line. */
+static void launch_leaves(const struct kfx_plan *p, const struct kfx_step *st,
+                          struct kf_buf *line) {
+    kf_buf_printf(line, "self.k.%s(", st->fn);
+    for (int i = 0; i < st->n_leaves; i++)
+        kf_buf_printf(line, "%s, ", p->val[st->pro_val[i]].py);
+}
+
 /* The step's launch line, at the end of forward(): every leaf, every output, the geometry. */
 static void launch(struct kfx_plan *p, struct kfx_step *st) {
     struct kf_buf line = {0};
-    kf_buf_printf(&line, "self.k.%s(", st->fn);
-    for (int i = 0; i < st->n_leaves; i++)
-        kf_buf_printf(&line, "%s, ", p->val[st->pro_val[i]].py);
+    launch_leaves(p, st, &line);
     for (int j = 0; j < st->n_sub; j++)
         kf_buf_printf(&line, "%s, ", p->val[st->sub_out[j]].py);
     st->launch_at = p->fwd->len;
@@ -68,12 +74,12 @@ static void launch(struct kfx_plan *p, struct kfx_step *st) {
     kf_buf_free(&line);
 }
 
-/* A reduction over the last dimension, kept: rows the statistics kernels take. */
+/* A reduction over the last dimension, kept: rows the statistics kernels take (dims are
+ * written counted from the front, kfx_reduce). */
 static bool last_dim(const struct kfx_plan *p, const struct kfx_step *st) {
     char last[32];
     snprintf(last, sizeof(last), "(%d,)", p->val[st->red_in].ndim - 1);
-    return st->red_keep && p->val[st->red_in].ndim > 0 &&
-           (strcmp(st->red_dims, "(-1,)") == 0 || strcmp(st->red_dims, last) == 0);
+    return st->red_keep && p->val[st->red_in].ndim > 0 && strcmp(st->red_dims, last) == 0;
 }
 
 /* 1 var, 2 std (correction in *corr) for "var0", "var1", "std0" and "std1"; else 0. */
@@ -104,13 +110,12 @@ static void new_output(struct kfx_plan *p, struct kfx_step *st, const json_t *no
  * when it did; tmp is the new reduction's prologue. */
 static bool moments_pair(struct kfx_plan *p, struct kfx_step *st, const struct kfx_step *tmp,
                          const json_t *node, int k, const char *op) {
-    int corr = 0, c2 = 0, second = spread(op, &corr);
-    bool mean_first = !strcmp(st->op, "mean") && second > 0;
-    if (!mean_first && !(spread(st->op, &c2) > 0 && !strcmp(op, "mean")))
+    int corr_new = 0, corr_old = 0;
+    int new_spread = spread(op, &corr_new), old_spread = spread(st->op, &corr_old);
+    bool mean_first = !strcmp(st->op, "mean") && new_spread > 0;
+    if (!mean_first && !(old_spread > 0 && !strcmp(op, "mean")))
         return false;
-    if (!mean_first) {
-        second = spread(st->op, &corr);
-    }
+    int second = mean_first ? new_spread : old_spread, corr = mean_first ? corr_new : corr_old;
     if (st->kind != KFX_REDUCE || st->ew_body != NULL || !last_dim(p, st) ||
         tmp->n_leaves != st->n_leaves || !st->body || !tmp->body || strcmp(st->body, tmp->body))
         return false;
@@ -128,15 +133,13 @@ static bool moments_pair(struct kfx_plan *p, struct kfx_step *st, const struct k
     st->stat_r = r;
     /* the launch moves after the new output's allocation, in the statistics' signature:
      * (inputs, mean, second, A = 1, G groups, B = the row's length, rep = 1, eps unused) */
-    struct kf_buf *f = p->fwd;
     new_output(p, st, node, k);
     struct kf_buf line = {0};
-    for (int i = 0; i < st->n_leaves; i++)
-        kf_buf_printf(&line, "%s, ", p->val[st->pro_val[i]].py);
-    st->launch_at = f->len;
-    kfx_line(p, "self.k.%s(%st%d, t%d, 1, t%d.numel(), %s.numel() // max(t%d.numel(), 1), 1, 0.0)",
-             st->fn, line.data ? line.data : "", m, r, m, p->val[st->pro_val[0]].py, m);
-    st->launch_len = f->len - st->launch_at;
+    launch_leaves(p, st, &line);
+    st->launch_at = p->fwd->len;
+    kfx_line(p, "%st%d, t%d, 1, t%d.numel(), %s.numel() // max(t%d.numel(), 1), 1, 0.0)",
+             line.data ? line.data : "", m, r, m, p->val[st->pro_val[0]].py, m);
+    st->launch_len = p->fwd->len - st->launch_at;
     kf_buf_free(&line);
     return true;
 }

@@ -6,8 +6,8 @@
  * variants gets its last). With --free-graph, the graph is released once the plan is built.
  * Exit 0 when it printed, 2 on bad usage or an unwritable DIR. */
 #include <errno.h>
-#include <stdbool.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
