@@ -5,10 +5,17 @@ timing routine (kforge_harness.timing.measure) four ways, against eager in the s
   eager      the task's Model
   bare       ModelNew.forward, no guard
   guarded    ModelNew.forward under the runner's ComputeGuard, as the judge times it
+  grad       the same with autograd on (as the runner times it)
   kernels    the kernels' launches alone (forward's tensors made once, outside the timer),
              so kernels - eager is what the kernels lose and bare - kernels the host's share
 
-  python bench/host_gap.py [task ...]   (needs build/agent-probes/expert_probe)
+then as the runner's own timed call (runner, runner_judged, runner_profiled: runner_ways),
+and then by the judge itself (`python -m kforge_harness evaluate`, no torch.compile, the same
+candidate), once with the runner outside the jail (judge) and once inside it (judge_jail, when
+build/kforge-jail exists), each with its host median: what the judge adds to `guarded`.
+
+  python bench/host_gap.py [task ...]   (examples/tasks or bench/tasks_extra; needs
+                                        build/agent-probes/expert_probe)
 
 Prints one line per task and way (median ms of the events); the same as JSON lines to
 $OUT/host_gap.jsonl when OUT is set.
@@ -22,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +38,10 @@ BACKEND = os.environ.setdefault("KFORGE_BACKEND", "cuda")  # cpu: the same on th
 
 import torch  # noqa: E402
 from kforge_harness import build, candidate, guard, timing  # noqa: E402
+from kforge_harness import runner as runnermod  # noqa: E402
 
 PROBE = ROOT / "build" / "agent-probes" / "expert_probe"
+JAIL = ROOT / "build" / "kforge-jail"
 
 
 def load_module(path: Path, name: str):
@@ -91,8 +101,61 @@ class Recorder:
             fn(*args)
 
 
+def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Policy) -> dict:
+    """The runner's own timed call (Runner._forward, autograd on as in the runner), in this
+    process: over one input set; over three with the judge's scales and fingerprints (what
+    Runner.time does); and that again after a checked call under the profiler (Runner.run)."""
+    r = runnermod.Runner.__new__(runnermod.Runner)
+    r.in_forward, r.foreign, r.model = False, [], new
+    r.kernels = [v for v in vars(new).values() if hasattr(v, "_functions")]
+    r.args = types.SimpleNamespace(format="native")
+
+    def fn(*xs):
+        return r._forward(list(xs))[0]
+
+    sets = [inputs] + [
+        [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()] for _ in range(2)
+    ]
+    scales = [1.0 + 1e-3 * (i % 7) for i in range(policy.max_reps)]
+    fp = timing.Fingerprint(7)
+    row = {"runner": timing.measure(fn, [inputs], dev, policy)["median_ms"]}
+    row["runner_judged"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    r._profiled_forward(inputs)
+    row["runner_profiled"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    return {k: round(v, 4) for k, v in row.items()}
+
+
+def judge_ways(dev: torch.device) -> list[tuple[str, list[str]]]:
+    ways = [("judge", [])]
+    if dev.type == "cuda" and JAIL.exists():
+        ways.append(("judge_jail", ["--jail", str(JAIL), "--gpu", "0"]))
+    return ways
+
+
+def judge(task: Path, cand: Path, extra: list[str]) -> dict:
+    """The candidate's and eager's medians as the judge's full evaluate measures them."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "workers" / "harness"), KFORGE_JAIL_PREBUILT="1")
+    cmd = [sys.executable, "-m", "kforge_harness", "evaluate", "--task", str(task), "--candidate", str(cand)]
+    cmd += ["--backend", BACKEND, "--no-compile", "--no-baseline-cache", "--budget", "2", *extra]
+    p = subprocess.run(cmd, cwd=str(ROOT / "workers" / "harness"), env=env, capture_output=True, text=True)
+    try:
+        v = json.loads(p.stdout.strip().splitlines()[-1])
+        t = v["timing"]
+        return {
+            "median_ms": round(t["candidate"]["median_ms"], 4),
+            "host_median_ms": round(t["candidate"]["host_median_ms"], 4),
+            "eager_ms": round(t["eager"]["median_ms"], 4),
+        }
+    except (IndexError, KeyError, TypeError, ValueError) as e:
+        raise RuntimeError(
+            f"{task.stem}: the judge gave no timing ({e}): {p.stdout[-800:]} {p.stderr[-800:]}"
+        ) from e
+
+
 def time_task(name: str, dev: torch.device, policy: timing.Policy) -> dict:
     task_path = ROOT / "examples" / "tasks" / f"{name}.py"
+    if not task_path.exists():
+        task_path = ROOT / "bench" / "tasks_extra" / f"{name}.py"
     with tempfile.TemporaryDirectory() as tmp:
         cand = plan(task_path, Path(tmp))
         lib = build.build_native(candidate.detect(str(cand), BACKEND), BACKEND).lib
@@ -111,11 +174,21 @@ def time_task(name: str, dev: torch.device, policy: timing.Policy) -> dict:
             with guard.ComputeGuard():
                 return new(*xs)
 
-        ways = {"eager": ref, "bare": new, "guarded": guarded, "kernels": rec.replay}
+        def guarded_grad(*xs):
+            with torch.enable_grad(), guard.ComputeGuard():
+                return new(*xs)
+
+        ways = {"eager": ref, "bare": new, "guarded": guarded, "grad": guarded_grad, "kernels": rec.replay}
         row: dict = {"task": name}
         with torch.no_grad():
             for way, fn in ways.items():
                 row[way] = round(timing.measure(fn, [inputs], dev, policy)["median_ms"], 4)
+        row.update(runner_ways(new, task, inputs, dev, policy))
+        for way, extra in judge_ways(dev):
+            t = judge(task_path, cand, extra)
+            row[way] = t["median_ms"]
+            row[way + "_host"] = t["host_median_ms"]
+            row[way + "_eager"] = t["eager_ms"]
     row["host_ms"] = round(row["guarded"] - row["kernels"], 4)
     row["guard_ms"] = round(row["guarded"] - row["bare"], 4)
     return row

@@ -181,6 +181,21 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     "mish_spellings": ("return F.mish(x * 12) - x * torch.tanh(F.softplus(y * 12))", "64, 32"),
+    # distances (expert_plan_loss.c): the triplet margin loss's two or three per-row sums, one
+    # multi-reduction kernel, then the hinge; p = 1, 2 and 3, swap, each reduction
+    "distances": (
+        "return F.triplet_margin_loss(x, y, torch.tanh(x - y), margin=0.5)"
+        " + F.triplet_margin_loss(x, y, y * 0.5, p=1, swap=True, reduction='sum') * 0.01"
+        " + F.pairwise_distance(x, y).sum() * F.triplet_margin_loss(x, y, x * y, reduction='none', p=3)",
+        "64, 32",
+    ),
+    # reverse scans (expert_plan_flip.c): flip, scan, flip back along rows and down columns,
+    # with prologues
+    "reverse_scans": (
+        "return torch.cumsum(x.flip(1), 1).flip(1) + torch.flip(torch.cumprod(torch.flip(1 + 0.01 * y, [0]),"
+        " dim=0), dims=(0,)) * torch.cumsum(torch.flip(x * y, dims=[-1]), dim=-1).flip(-1)",
+        "64, 32",
+    ),
 }
 
 
@@ -640,6 +655,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     "body,named",
     [
         ("return torch.flip(x, [1]) + y", "flip"),
+        ("return torch.cumsum(x.flip(1), 1) + y", "flip"),
+        ("return torch.cumsum(x.flip(1), 0).flip(1) + y", "flip"),
         ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),

@@ -46,6 +46,9 @@ struct kfx_val {
                        that wants it contiguous gets a copy, kfx_materialise) */
     int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
     bool offset;    /* a strided view that may start past its root's first element (a slice) */
+    int flipped;    /* 1 + the dim along which this val's tensor holds its value reversed: only
+                       the inside of a reverse scan, flip(cumsum(flip(x, d), d), d)
+                       (expert_plan_flip.c); else 0 */
     int last2_of;   /* 1 + the contiguous val this view is with its last two dims swapped (x.mT,
                        x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
 };
@@ -89,6 +92,7 @@ struct kfx_step {
     bool trans_b; /* GEMM: kfx_call's trans_b and trans_a */
     bool trans_a;
     int n_variants; /* counted when planned */
+    bool reverse;   /* SCAN: from the end of the dim to its start (expert_plan_flip.c) */
     /* MOMENTS of contiguous groups (layer norm), or a sum or mean over the last dimension (an
      * RMS norm's mean of squares), on cuda: the elementwise pass that follows (its output of
      * the statistics' input shape) fused into the same kernel, which computes a group's
@@ -184,6 +188,10 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
  * an elementwise chain and reductions. 1 handled, 0 not one of them, -1 with detail. */
 int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen);
+
+/* expert_plan_flip.c: torch.flip as the two ends of a reverse scan (the scan in between runs
+ * backwards: kfx_step.reverse). 1 handled, 0 not a flip, -1 with detail. */
+int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
 /* expert_plan.c, for expert_plan_node.c: */
 /* The val of argument a (a {"node": NAME} object), or -1. */

@@ -1,7 +1,8 @@
-/* expert_plan_loss.c: the planner's losses and similarities (F.mse_loss, F.l1_loss,
- * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.cosine_similarity and their nn modules): each is an
- * elementwise chain over its two operands, reduced (the chain is the reduction's prologue: one
- * pass over the operands) or left lazy for reduction='none'. The formulas are PyTorch's. */
+/* expert_plan_loss.c: the planner's losses, distances and similarities (F.mse_loss, F.l1_loss,
+ * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.cosine_similarity, F.pairwise_distance,
+ * F.triplet_margin_loss and their nn modules): each is an elementwise chain over its operands,
+ * reduced (the chain is the reduction's prologue: one pass over the operands) or left lazy for
+ * reduction='none'. The formulas are PyTorch's. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,117 @@ static int kl_div(struct kfx_plan *p, const json_t *node, int k, char *detail, s
     return kfx_reduce(p, node, k, rows, "mean", NULL, false, detail, dlen);
 }
 
+/* The per-row sums of a reduction over the last dim of val in, into a new val of in's shape
+ * without that dim: its index, or -1. (kfx_reduce gives a val the node's shape: the loss's.) */
+static int last_dim_sum(struct kfx_plan *p, const json_t *node, int in, char *detail, size_t dlen) {
+    const int nd = p->val[in].ndim;
+    int r = kfx_new_out(p);
+    json_t *dim = json_integer(nd - 1);
+    int rc = r < 0 ? -1 : kfx_reduce(p, node, r, in, "sum", dim, false, detail, dlen);
+    json_decref(dim);
+    if (r < 0)
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+    if (rc != 1)
+        return -1;
+    p->val[r].ndim = nd - 1;
+    memcpy(p->val[r].shape, p->val[in].shape, sizeof(p->val[r].shape[0]) * (size_t)(nd - 1));
+    return r;
+}
+
+/* F.pairwise_distance(x1, x2, p, eps): ||x1 - x2 + eps||_p over the last dim: the per-row sums
+ * reduced into a new val, and the C expression of the distance over it written into expr (an
+ * expression, not a lazy val: a lazy val may read only vals before it). The sums' val, or
+ * -1. */
+static int distance(struct kfx_plan *p, const json_t *node, int a, int b, double pw, double eps,
+                    char expr[48], char *detail, size_t dlen) {
+    char ep[40], pp[40], d[96], e[320];
+    snprintf(d, sizeof(d), "(v%d - v%d + %s)", a, b, kfw_ew_lit(eps, ep));
+    if (pw == 2.0)
+        snprintf(e, sizeof(e), "%s * %s", d, d);
+    else if (pw == 1.0)
+        snprintf(e, sizeof(e), "fabsf(%s)", d);
+    else
+        snprintf(e, sizeof(e), "powf(fabsf(%s), %s)", d, kfw_ew_lit(pw, pp));
+    int w = kfx_new_lazy(p, a, e);
+    int r = w < 0 ? -1 : last_dim_sum(p, node, w, detail, dlen);
+    if (r < 0)
+        return -1;
+    if (pw == 2.0)
+        snprintf(expr, 48, "sqrtf(v%d)", r);
+    else if (pw == 1.0)
+        snprintf(expr, 48, "v%d", r);
+    else
+        snprintf(expr, 48, "powf(v%d, %s)", r, kfw_ew_lit(1.0 / pw, pp));
+    return r;
+}
+
+/* The norm degree p of a distance: finite and positive (0 and inf are not planned). */
+static bool degree(const json_t *node, size_t argi, double *pw) {
+    const json_t *v = param(node, "p");
+    if (v == NULL && json_array_size(json_object_get(node, "args")) > argi)
+        v = json_array_get(json_object_get(node, "args"), argi);
+    *pw = json_is_number(v) ? json_number_value(v) : 2.0;
+    return v == NULL || (json_is_number(v) && *pw > 0.0 && *pw < 1e6);
+}
+
+/* F.pairwise_distance(x1, x2, p=2, eps=1e-6, keepdim=False) and nn.PairwiseDistance. */
+static int pairwise(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int a = kfx_arg_val(p, operand(node, 0, "x1")), b = kfx_arg_val(p, operand(node, 1, "x2"));
+    double pw;
+    if (!same_operands(p, a, b) || p->val[a].ndim < 1 || !degree(node, 2, &pw) ||
+        json_is_true(param(node, "keepdim"))) {
+        snprintf(detail, dlen,
+                 "pairwise_distance of operands of different shapes, of 0-d ones, with keepdim or "
+                 "a p that is not a positive number (not yet)");
+        return -1;
+    }
+    char e[48];
+    if (distance(p, node, a, b, pw, num(node, "eps", 1e-6), e, detail, dlen) < 0)
+        return -1;
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+/* F.triplet_margin_loss(anchor, positive, negative, margin=1, p=2, eps=1e-6, swap=False,
+ * reduction='mean') and nn.TripletMarginLoss: max(margin + d(a, p) - d(a, n), 0), d the
+ * pairwise distance over the last dim, with swap d(a, n) the smaller of it and d(p, n). */
+static int triplet(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int a = kfx_arg_val(p, operand(node, 0, "anchor"));
+    int pos = kfx_arg_val(p, operand(node, 1, "positive"));
+    int neg = kfx_arg_val(p, operand(node, 2, "negative"));
+    const json_t *rj = param(node, "reduction");
+    const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
+    const char *red = rj ? json_string_value(rj) : "mean";
+    double pw;
+    if (!same_operands(p, a, pos) || !same_operands(p, a, neg) || p->val[a].ndim < 1 ||
+        !degree(node, 4, &pw) || red == NULL ||
+        (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none")) ||
+        (old1 && !json_is_null(old1)) || (old2 && !json_is_null(old2))) {
+        snprintf(detail, dlen,
+                 "triplet_margin_loss with size_average or reduce, a p that is not a positive "
+                 "number, or over operands of different shapes (not yet)");
+        return -1;
+    }
+    const double eps = num(node, "eps", 1e-6);
+    char dp[48], dn[48], ds[48], m[40], far[112], e[256];
+    /* rows: a val of the rows' shape, for the per-row hinge */
+    const int rows = distance(p, node, a, pos, pw, eps, dp, detail, dlen);
+    if (rows < 0 || distance(p, node, a, neg, pw, eps, dn, detail, dlen) < 0)
+        return -1;
+    if (json_is_true(param(node, "swap"))) {
+        if (distance(p, node, pos, neg, pw, eps, ds, detail, dlen) < 0)
+            return -1;
+        snprintf(far, sizeof(far), "fminf(%s, %s)", dn, ds);
+    } else {
+        snprintf(far, sizeof(far), "%s", dn);
+    }
+    snprintf(e, sizeof(e), "fmaxf(%s + %s - %s, 0.0f)", kfw_ew_lit(num(node, "margin", 1.0), m), dp,
+             far);
+    int v = pointwise(p, node, k, rows, e, red, detail, dlen);
+    if (v < 0)
+        return v == -2 ? 1 : -1;
+    return kfx_reduce(p, node, k, v, red, NULL, false, detail, dlen);
+}
+
 int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen) {
     static const char *const modules[][2] = {
@@ -132,6 +244,8 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         {"HuberLoss", "huber_loss"},
         {"CosineSimilarity", "cosine_similarity"},
         {"KLDivLoss", "kl_div"},
+        {"PairwiseDistance", "pairwise_distance"},
+        {"TripletMarginLoss", "triplet_margin_loss"},
     };
     const char *type = json_string_value(json_object_get(node, "module_type"));
     if (type) {
@@ -146,6 +260,10 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         return cosine(p, node, k, detail, dlen);
     if (!strcmp(s, "kl_div"))
         return kl_div(p, node, k, detail, dlen);
+    if (!strcmp(s, "pairwise_distance"))
+        return pairwise(p, node, k, detail, dlen);
+    if (!strcmp(s, "triplet_margin_loss"))
+        return triplet(p, node, k, detail, dlen);
     bool mse = !strcmp(s, "mse_loss"), l1 = !strcmp(s, "l1_loss");
     bool sl1 = !strcmp(s, "smooth_l1_loss"), huber = !strcmp(s, "huber_loss");
     if (!mse && !l1 && !sl1 && !huber)

@@ -328,7 +328,18 @@ static int scan(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
         snprintf(detail, dlen, "%s over dim %lld of a %d-d tensor (not yet)", s, d, nd);
         return -1;
     }
-    return along(p, node, k, in, KFX_SCAN, s, d, detail, dlen);
+    /* over a flip along the same dim (expert_plan_flip.c): backwards, its output flipped too */
+    const int flipped = p->val[in].flipped;
+    if (flipped && flipped != dim_of(d, nd) + 1) {
+        snprintf(detail, dlen, "%s over a tensor flipped along another dim (not yet)", s);
+        return -1;
+    }
+    int rc = along(p, node, k, in, KFX_SCAN, s, d, detail, dlen);
+    if (rc == 1 && flipped) {
+        p->step[p->n_steps - 1].reverse = true;
+        p->val[k].flipped = flipped;
+    }
+    return rc;
 }
 
 static bool named(const json_t *t, const char *name) {
@@ -745,6 +756,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return softmax(p, node, k, s, false, detail, dlen);
     if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod"))
         return scan(p, node, k, s, detail, dlen);
+    if (!strcmp(s, "flip"))
+        return kfx_plan_flip(p, node, k, detail, dlen);
     static const char *const gemm[] = {"matmul", "mm", "bmm", NULL};
     if (is(s, gemm))
         return library(p, node, k, KFX_GEMM, 2, -1, detail, dlen);

@@ -11,6 +11,8 @@
  * float prefix over thousands of elements can drift past the judge's float32 tolerance (1e-4
  * absolute near a zero crossing), and double work is cheap beside the memory traffic.
  * Otherwise one thread walks one column (threads side by side along inner: coalesced).
+ * A reverse scan (kfx_step.reverse: flip, scan, flip) walks the dim from its end, kf_at
+ * mapping the j-th element in scan order to its place.
  * cpu: one column per iteration, shared out to the OpenMP threads, accumulated in double (as
  * PyTorch's cpu scan of float does).
  * Each source is built in a fresh buffer that the caller owns and frees. */
@@ -68,7 +70,7 @@ static const char CUDA_SCAN[] =
     "            acc_t x[4];\n"
     "#pragma unroll\n"
     "            for (int q = 0; q < 4; ++q)\n"
-    "                x[q] = j + q < red ? KF_LOAD(base + j + q) : kIdentity;\n"
+    "                x[q] = j + q < red ? KF_LOAD(base + kf_at(j + q, red)) : kIdentity;\n"
     "#pragma unroll\n"
     "            for (int q = 1; q < 4; ++q)\n"
     "                x[q] = kf_op(x[q - 1], x[q]);\n"
@@ -77,7 +79,7 @@ static const char CUDA_SCAN[] =
     "#pragma unroll\n"
     "            for (int q = 0; q < 4; ++q)\n"
     "                if (j + q < red)\n"
-    "                    out[base + j + q] = (float)kf_op(before, x[q]);\n"
+    "                    out[base + kf_at(j + q, red)] = (float)kf_op(before, x[q]);\n"
     "            carry = kf_op(carry, total);\n"
     "        }\n"
     "    }\n"
@@ -88,9 +90,10 @@ static const char CUDA_SCAN[] =
     "    const int64_t cols = outer * inner;\n"
     "    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;\n"
     "         c += (int64_t)gridDim.x * blockDim.x) {\n"
-    "        int64_t idx = (c / inner) * red * inner + c % inner;\n"
+    "        int64_t idx = (c / inner) * red * inner + c % inner + kf_at(0, red) * inner;\n"
+    "        const int64_t step = kRev ? -inner : inner;\n"
     "        acc_t acc = kIdentity;\n"
-    "        for (int64_t j = 0; j < red; ++j, idx += inner) {\n"
+    "        for (int64_t j = 0; j < red; ++j, idx += step) {\n"
     "            acc = kf_op(acc, KF_LOAD(idx));\n"
     "            out[idx] = (float)acc;\n"
     "        }\n"
@@ -117,9 +120,10 @@ static const char CPU_SCAN[] =
     "        return 1;\n"
     "#pragma omp parallel for schedule(static)\n"
     "    for (int64_t c = 0; c < outer * inner; ++c) {\n"
-    "        int64_t idx = (c / inner) * red * inner + c % inner;\n"
+    "        int64_t idx = (c / inner) * red * inner + c % inner + kf_at(0, red) * inner;\n"
+    "        const int64_t step = kRev ? -inner : inner;\n"
     "        acc_t acc = kIdentity;\n"
-    "        for (int64_t j = 0; j < red; ++j, idx += inner) {\n"
+    "        for (int64_t j = 0; j < red; ++j, idx += step) {\n"
     "            acc = kf_op(acc, (double)KF_LOAD(idx));\n"
     "            out[idx] = (float)acc;\n"
     "        }\n"
@@ -146,10 +150,15 @@ char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v) {
     kfw_ew_elem(&b, st->body, st->n_leaves, cuda ? "__device__ __forceinline__" : "inline");
     kfx_rows_load(&b, st, false);
     kf_buf_printf(&b,
-                  "using acc_t = double;\nconstexpr acc_t kIdentity = %s;\n\n"
-                  "%s acc_t kf_op(acc_t a, acc_t b) {\n    return a %c b;\n}\n\n",
-                  prod ? "1" : "0", cuda ? "__device__ __forceinline__" : "inline",
-                  prod ? '*' : '+');
+                  "using acc_t = double;\nconstexpr acc_t kIdentity = %s;\n"
+                  "constexpr bool kRev = %s;\n\n"
+                  "%s acc_t kf_op(acc_t a, acc_t b) {\n    return a %c b;\n}\n\n"
+                  "// the place of the j-th element of a dim of red in scan order\n"
+                  "%s int64_t kf_at(int64_t j, int64_t red) {\n"
+                  "    return kRev ? red - 1 - j : j;\n}\n\n",
+                  prod ? "1" : "0", st->reverse ? "true" : "false",
+                  cuda ? "__device__ __forceinline__" : "inline", prod ? '*' : '+',
+                  cuda ? "__device__ __forceinline__" : "inline");
     if (cuda) {
         kfx_rows_put(&b, CUDA_SCAN, st, threads);
     } else {

@@ -1,0 +1,129 @@
+/* expert_plan_flip.c: torch.flip, planned where it is the two ends of a reverse scan:
+ * flip(cumsum(flip(x, d), d), d) (or cumprod) is the scan of x from its end, written in x's
+ * order (KernelBench's reverse cumsum). No kernel reads a flipped tensor: the first flip is
+ * x itself marked flipped along d (an identity chain, so the scan reads x through its
+ * prologue), the scan runs backwards and its output stays marked, and the second flip
+ * unmarks it. Any other use of a flip is refused, so a marked val reaches nothing else. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "expert.h"
+#include "expert_plan.h"
+
+/* Whether json value v refers to the node called name ({"node": name}, at any depth). */
+static bool refers(const json_t *v, const char *name) {
+    if (json_is_object(v)) {
+        const char *n = json_string_value(json_object_get(v, "node"));
+        if (n && strcmp(n, name) == 0)
+            return true;
+        const char *key;
+        const json_t *x;
+        json_object_foreach((json_t *)v, key, x) {
+            if (refers(x, name))
+                return true;
+        }
+        return false;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(v, i, x) {
+            if (refers(x, name))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The one node that uses node's result, or NULL when none or several do. */
+static const json_t *sole_user(const struct kfx_plan *p, const json_t *node) {
+    const char *name = json_string_value(json_object_get(node, "name"));
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
+    const json_t *found = NULL, *n;
+    size_t i;
+    json_array_foreach(nodes, i, n) {
+        if (n == node || !name)
+            continue;
+        if (refers(json_object_get(n, "args"), name) ||
+            refers(json_object_get(n, "kwargs"), name)) {
+            if (found)
+                return NULL;
+            found = n;
+        }
+    }
+    return found;
+}
+
+static const json_t *arg(const json_t *node, size_t i, const char *name) {
+    const json_t *args = json_object_get(node, "args");
+    if (i < json_array_size(args))
+        return json_array_get(args, i);
+    return json_object_get(json_object_get(node, "kwargs"), name);
+}
+
+/* One dim (an int, or a list of one int) of an nd-dimensional tensor, from the front; -1 when
+ * it is something else. */
+static long long one_dim(const json_t *d, int nd) {
+    if (json_is_array(d) && json_array_size(d) == 1)
+        d = json_array_get(d, 0);
+    if (!json_is_integer(d))
+        return -1;
+    long long v = json_integer_value(d);
+    if (v < -nd || v >= nd)
+        return -1;
+    return v < 0 ? v + nd : v;
+}
+
+static bool is_flip(const json_t *node) {
+    const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
+    const char *op = json_string_value(json_object_get(node, "op"));
+    return s && op && strcmp(op, "call_module") != 0 && strcmp(s, "flip") == 0;
+}
+
+static bool is_scan(const json_t *node) {
+    const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
+    const char *op = json_string_value(json_object_get(node, "op"));
+    return s && op && strcmp(op, "call_module") != 0 &&
+           (strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0);
+}
+
+/* Whether node (a flip of val in along d) opens a reverse scan: its one user a scan along d
+ * whose one user flips it back along d. */
+static bool opens_reverse_scan(const struct kfx_plan *p, const json_t *node, int in, long long d) {
+    const json_t *scan = sole_user(p, node);
+    if (scan == NULL || !is_scan(scan) || one_dim(arg(scan, 1, "dim"), p->val[in].ndim) != d)
+        return false;
+    const json_t *dt = json_object_get(json_object_get(scan, "kwargs"), "dtype");
+    if (dt && !json_is_null(dt))
+        return false;
+    const json_t *back = sole_user(p, scan);
+    return back && is_flip(back) && one_dim(arg(back, 1, "dims"), p->val[in].ndim) == d;
+}
+
+int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    if (!is_flip(node))
+        return 0;
+    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    long long d = in < 0 ? -1 : one_dim(arg(node, 1, "dims"), p->val[in].ndim);
+    if (d >= 0 && p->val[in].flipped == d + 1) { /* the closing flip: the scan's output as is */
+        struct kfx_val v = p->val[in];
+        if (v.kind != KFX_TENSOR)
+            return -1;
+        v.node = node;
+        v.flipped = 0;
+        p->val[k] = v;
+        return 1;
+    }
+    if (d < 0 || p->val[in].is_int || p->val[in].flipped || !opens_reverse_scan(p, node, in, d)) {
+        snprintf(detail, dlen,
+                 "flip (not yet, except as flip(cumsum(flip(x, d), d), d) over one dim d)");
+        return -1;
+    }
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", in);
+    if (kfx_set_lazy(p, k, node, e) != 0)
+        return -1;
+    p->val[k].flipped = (int)d + 1;
+    return 1;
+}
