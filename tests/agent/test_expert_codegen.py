@@ -189,6 +189,13 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + F.pairwise_distance(x, y).sum() * F.triplet_margin_loss(x, y, x * y, reduction='none', p=3)",
         "64, 32",
     ),
+    # diag(v) as a matmul's a or b (expert_plan_diag.c): the other operand's rows or columns
+    # scaled, one elementwise chain with whatever follows
+    "diag_products": (
+        "return torch.diag(x[:, 0]) @ y + y @ torch.diag(y[0]) * 2"
+        " + torch.matmul(torch.diag(torch.sigmoid(x[:, 1])), torch.relu(y)) + torch.mm(x, torch.diag(x[3]))",
+        "64, 32",
+    ),
     # reverse scans (expert_plan_flip.c): flip, scan, flip back along rows and down columns,
     # with prologues
     "reverse_scans": (
@@ -657,6 +664,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return torch.flip(x, [1]) + y", "flip"),
         ("return torch.cumsum(x.flip(1), 1) + y", "flip"),
         ("return torch.cumsum(x.flip(1), 0).flip(1) + y", "flip"),
+        ("return torch.diag(x[0]) + y[:32, :]", "diag"),
+        ("return torch.diag(x) + 1", "diag"),
         ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
         ("return torch.cat([x, y], dim=0)", "cat"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),

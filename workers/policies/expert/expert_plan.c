@@ -100,6 +100,50 @@ int kfx_arg_val(const struct kfx_plan *p, const json_t *a) {
     return -1;
 }
 
+/* Whether json value v refers to the node called name ({"node": name}, at any depth). */
+static bool refers(const json_t *v, const char *name) {
+    if (json_is_object(v)) {
+        const char *n = json_string_value(json_object_get(v, "node"));
+        if (n && strcmp(n, name) == 0)
+            return true;
+        const char *key;
+        const json_t *x;
+        json_object_foreach((json_t *)v, key, x) {
+            if (refers(x, name))
+                return true;
+        }
+        return false;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(v, i, x) {
+            if (refers(x, name))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The one node that uses node's result, or NULL when none or several do. */
+const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node) {
+    const char *name = json_string_value(json_object_get(node, "name"));
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
+    const json_t *found = NULL, *n;
+    size_t i;
+    json_array_foreach(nodes, i, n) {
+        if (n == node || !name)
+            continue;
+        if (refers(json_object_get(n, "args"), name) ||
+            refers(json_object_get(n, "kwargs"), name)) {
+            if (found)
+                return NULL;
+            found = n;
+        }
+    }
+    return found;
+}
+
 /* The vals an expression reads: "vN" tokens. */
 static int refs(const char *e, int *out, int max) {
     int n = 0;

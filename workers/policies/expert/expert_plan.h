@@ -46,11 +46,13 @@ struct kfx_val {
                        that wants it contiguous gets a copy, kfx_materialise) */
     int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
     bool offset;    /* a strided view that may start past its root's first element (a slice) */
-    int flipped;    /* 1 + the dim along which this val's tensor holds its value reversed: only
-                       the inside of a reverse scan, flip(cumsum(flip(x, d), d), d)
-                       (expert_plan_flip.c); else 0 */
-    int last2_of;   /* 1 + the contiguous val this view is with its last two dims swapped (x.mT,
-                       x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
+    int diag;     /* torch.diag(v) of a vector v, held as v viewed as a column (1: a matmul's a) or
+                     a row (2: its b); only a matmul reads it (expert_plan_diag.c); else 0 */
+    int flipped;  /* 1 + the dim along which this val's tensor holds its value reversed: only
+                     the inside of a reverse scan, flip(cumsum(flip(x, d), d), d)
+                     (expert_plan_flip.c); else 0 */
+    int last2_of; /* 1 + the contiguous val this view is with its last two dims swapped (x.mT,
+                     x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
 };
 
 enum kfx_skind {
@@ -193,9 +195,19 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
  * backwards: kfx_step.reverse). 1 handled, 0 not a flip, -1 with detail. */
 int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
+/* expert_plan_diag.c: torch.diag of a vector as a matmul's operand: the product is the other
+ * operand scaled by rows (diag(v) @ b) or columns (b @ diag(v)), an elementwise chain.
+ * kfx_plan_diag: the diag node; kfx_plan_diag_product: a matmul node, 0 when neither operand
+ * is such a diag. 1 handled, 0 not, -1 with detail. */
+int kfx_plan_diag(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+int kfx_plan_diag_product(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+
 /* expert_plan.c, for expert_plan_node.c: */
 /* The val of argument a (a {"node": NAME} object), or -1. */
 int kfx_arg_val(const struct kfx_plan *p, const json_t *a);
+/* The one node of the graph that uses node's result (the output node counts), or NULL when
+ * none or several do. */
+const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node);
 /* Makes val v usable as a kernel operand: a lazy one is computed by a new EW step. 0 or -1. */
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen);
 /* A new step of kind kind with its function name set; NULL (detail set) when there are too

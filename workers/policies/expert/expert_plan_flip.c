@@ -11,50 +11,6 @@
 #include "expert.h"
 #include "expert_plan.h"
 
-/* Whether json value v refers to the node called name ({"node": name}, at any depth). */
-static bool refers(const json_t *v, const char *name) {
-    if (json_is_object(v)) {
-        const char *n = json_string_value(json_object_get(v, "node"));
-        if (n && strcmp(n, name) == 0)
-            return true;
-        const char *key;
-        const json_t *x;
-        json_object_foreach((json_t *)v, key, x) {
-            if (refers(x, name))
-                return true;
-        }
-        return false;
-    }
-    if (json_is_array(v)) {
-        size_t i;
-        const json_t *x;
-        json_array_foreach(v, i, x) {
-            if (refers(x, name))
-                return true;
-        }
-    }
-    return false;
-}
-
-/* The one node that uses node's result, or NULL when none or several do. */
-static const json_t *sole_user(const struct kfx_plan *p, const json_t *node) {
-    const char *name = json_string_value(json_object_get(node, "name"));
-    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
-    const json_t *found = NULL, *n;
-    size_t i;
-    json_array_foreach(nodes, i, n) {
-        if (n == node || !name)
-            continue;
-        if (refers(json_object_get(n, "args"), name) ||
-            refers(json_object_get(n, "kwargs"), name)) {
-            if (found)
-                return NULL;
-            found = n;
-        }
-    }
-    return found;
-}
-
 static const json_t *arg(const json_t *node, size_t i, const char *name) {
     const json_t *args = json_object_get(node, "args");
     if (i < json_array_size(args))
@@ -91,13 +47,13 @@ static bool is_scan(const json_t *node) {
 /* Whether node (a flip of val in along d) opens a reverse scan: its one user a scan along d
  * whose one user flips it back along d. */
 static bool opens_reverse_scan(const struct kfx_plan *p, const json_t *node, int in, long long d) {
-    const json_t *scan = sole_user(p, node);
+    const json_t *scan = kfx_sole_user(p, node);
     if (scan == NULL || !is_scan(scan) || one_dim(arg(scan, 1, "dim"), p->val[in].ndim) != d)
         return false;
     const json_t *dt = json_object_get(json_object_get(scan, "kwargs"), "dtype");
     if (dt && !json_is_null(dt))
         return false;
-    const json_t *back = sole_user(p, scan);
+    const json_t *back = kfx_sole_user(p, scan);
     return back && is_flip(back) && one_dim(arg(back, 1, "dims"), p->val[in].ndim) == d;
 }
 

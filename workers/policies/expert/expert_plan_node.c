@@ -758,6 +758,11 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return scan(p, node, k, s, detail, dlen);
     if (!strcmp(s, "flip"))
         return kfx_plan_flip(p, node, k, detail, dlen);
+    if (!strcmp(s, "diag"))
+        return kfx_plan_diag(p, node, k, detail, dlen);
+    int drc = kfx_plan_diag_product(p, node, k, detail, dlen);
+    if (drc != 0)
+        return drc;
     static const char *const gemm[] = {"matmul", "mm", "bmm", NULL};
     if (is(s, gemm))
         return library(p, node, k, KFX_GEMM, 2, -1, detail, dlen);
