@@ -627,7 +627,33 @@ def get_init_inputs():
     return []
 """
 
+# a boolean mask and integer inputs (expert_cast.c): each read once into float32, then a
+# masked cumsum, a where on the mask, comparisons and products with the integers
+MASKS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, mask, idx, small):
+        return (torch.cumsum(x * mask, dim=1) + torch.where(mask, x, 0.0) * idx
+                - (idx > 2) * x.softmax(1) + small * 0.5)
+
+
+def get_inputs():
+    return [torch.randn(16, 48), torch.rand(16, 48) > 0.5, torch.randint(0, 5, (16, 1)),
+            torch.randint(-3, 3, (48,), dtype=torch.int32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
+    "masks": MASKS,
     "loss_modules": LOSS_MODULES,
     "instance_norm_pool": INSTANCE_NORM_POOL,
     "conv_family": CONV_FAMILY,
@@ -698,6 +724,19 @@ def test_extra_tasks_are_planned_and_correct(tmp_path: Path, name: str) -> None:
     assert g["ok"], g["detail"]
     v = judged(task, cand)
     assert v["status"] == "ok" and v["correct"] and v["flags"] == [], v
+
+
+def test_an_integer_result_is_named(tmp_path: Path) -> None:
+    """A sum of a mask is an int64 tensor in PyTorch: its float copy's sum would have the wrong
+    dtype, so it is refused by name; a float64 input is refused too."""
+    task = tmp_path / "t.py"
+    task.write_text(MASKS.replace("return (torch.cumsum", "return mask.sum(1, keepdim=True) + (torch.cumsum"))
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "of an integer result" in g["detail"], g
+    task.write_text(MASKS.replace("torch.randn(16, 48)]", "torch.randn(16, 48, dtype=torch.float64)]")
+                    .replace("torch.randn(16, 48),", "torch.randn(16, 48, dtype=torch.float64),"))  # fmt: skip
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "is a float64 tensor" in g["detail"], g
 
 
 def test_a_returned_view_is_not_a_scratch_buffer(tmp_path: Path) -> None:

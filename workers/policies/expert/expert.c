@@ -128,9 +128,9 @@ static bool next_try(struct kfw_expert *x) {
 }
 
 static const char *kind_name(enum kfx_skind k) {
-    static const char *const names[] = {"fused elementwise", "reduction", "softmax",
-                                        "norm statistics",   "matmul",    "convolution",
-                                        "pooling",           "scan",      "sibling reductions"};
+    static const char *const names[] = {
+        "fused elementwise", "reduction", "softmax", "norm statistics",    "matmul",
+        "convolution",       "pooling",   "scan",    "sibling reductions", "conversion"};
     return names[k];
 }
 

@@ -281,6 +281,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_scan_src(st, p->backend, v);
     case KFX_MULTI:
         return kfx_multi_src(st, p->backend, v);
+    case KFX_CAST:
+        return kfx_cast_src(st, p->backend, v);
     }
     return NULL;
 }

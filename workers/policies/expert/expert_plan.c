@@ -638,6 +638,13 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
     return 0;
 }
 
+/* Whether node, of an integer or boolean dtype, became a float32 tensor (a sum of a mask: its
+ * kernel sums the mask's float copy, and the result would have the wrong dtype). */
+static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int k) {
+    const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+    return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
+}
+
 static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     size_t i;
@@ -658,10 +665,11 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             char py[16];
             snprintf(py, sizeof(py), "x%d", p->n_inputs++);
             kfx_set_val(p, k, node, KFX_INPUT, py);
-            if (p->val[k].is_int) {
-                snprintf(detail, dlen, "input %s is not a float32 tensor (not yet)", target);
+            /* a mask or integer input: read once into float32 (its PyTorch promotion) */
+            const char *dt =
+                json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+            if (p->val[k].is_int && kfx_plan_cast(p, k, dt, detail, dlen) != 0)
                 return -1;
-            }
             continue;
         }
         if (strcmp(op, "get_attr") == 0) {
@@ -673,6 +681,10 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             rc = elementwise(p, node, k);
         if (rc == 0)
             rc = kfx_plan_anchor(p, node, k, detail, dlen);
+        if (rc == 1 && integer_made_float(p, node, k)) {
+            snprintf(detail, dlen, "%s of an integer result (not yet)", target);
+            return -1;
+        }
         if (rc == 1)
             continue;
         if (rc == 0 || detail[0] == '\0') {

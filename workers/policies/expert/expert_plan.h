@@ -64,7 +64,8 @@ enum kfx_skind {
     KFX_CONV,
     KFX_POOL,
     KFX_SCAN,
-    KFX_MULTI /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
+    KFX_MULTI, /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
+    KFX_CAST   /* a boolean or integer input read into float32 (expert_cast.c) */
 };
 
 /* One reduction of a KFX_MULTI step: its operator (sum, mean, prod, var0/1, std0/1), its
@@ -249,6 +250,13 @@ int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const 
 
 /* expert_multi.c: the kernels of a KFX_MULTI step. */
 char *kfx_multi_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_cast.c: KFX_CAST. kfx_plan_cast turns input val k (a placeholder of dtype dtype:
+ * bool, int64 or int32) into a float32 tensor of its shape made by a conversion step, 0; or
+ * -1 with detail for any other dtype. kfx_cast_ctype: dtype's C element type, or NULL. */
+int kfx_plan_cast(struct kfx_plan *p, int k, const char *dtype, char *detail, size_t dlen);
+const char *kfx_cast_ctype(const char *dtype);
+char *kfx_cast_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);
