@@ -652,8 +652,35 @@ def get_init_inputs():
     return []
 """
 
+# cross entropy (expert_xent.c): logits and int64 class indices read as they are, each
+# reduction, the module with an ignore_index that some targets hit
+XENT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = nn.CrossEntropyLoss(ignore_index=3)
+
+    def forward(self, x, t):
+        return (F.cross_entropy(x, t) + F.cross_entropy(x * 2, t, reduction='sum') * 0.01
+                + self.loss(x, t) + F.cross_entropy(x, t, reduction='none').amax())
+
+
+def get_inputs():
+    return [torch.randn(48, 10) * 3, torch.randint(0, 10, (48,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "cross_entropy": XENT,
     "loss_modules": LOSS_MODULES,
     "instance_norm_pool": INSTANCE_NORM_POOL,
     "conv_family": CONV_FAMILY,

@@ -283,6 +283,10 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_multi_src(st, p->backend, v);
     case KFX_CAST:
         return kfx_cast_src(st, p->backend, v);
+    case KFX_XENT:
+        return kfx_xent_src(st, p->backend, v);
+    case KFX_NKINDS:
+        break;
     }
     return NULL;
 }

@@ -638,6 +638,26 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
     return 0;
 }
 
+/* Whether every use of input node is as a cross entropy's class indices (read as int64 by its
+ * kernel, not converted). */
+static bool read_as_indices(const struct kfx_plan *p, const json_t *node) {
+    const char *name = json_string_value(json_object_get(node, "name"));
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes"), *n;
+    size_t i;
+    int uses = 0;
+    json_array_foreach(nodes, i, n) {
+        if (n == node || !name)
+            continue;
+        if (refers(json_object_get(n, "args"), name) ||
+            refers(json_object_get(n, "kwargs"), name)) {
+            if (!kfx_is_xent(n))
+                return false;
+            uses++;
+        }
+    }
+    return uses > 0;
+}
+
 /* Whether node, of an integer or boolean dtype, became a float32 tensor (a sum of a mask: its
  * kernel sums the mask's float copy, and the result would have the wrong dtype). */
 static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int k) {
@@ -668,7 +688,8 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             /* a mask or integer input: read once into float32 (its PyTorch promotion) */
             const char *dt =
                 json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
-            if (p->val[k].is_int && kfx_plan_cast(p, k, dt, detail, dlen) != 0)
+            if (p->val[k].is_int && !read_as_indices(p, node) &&
+                kfx_plan_cast(p, k, dt, detail, dlen) != 0)
                 return -1;
             continue;
         }

@@ -65,7 +65,9 @@ enum kfx_skind {
     KFX_POOL,
     KFX_SCAN,
     KFX_MULTI, /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
-    KFX_CAST   /* a boolean or integer input read into float32 (expert_cast.c) */
+    KFX_CAST,  /* a boolean or integer input read into float32 (expert_cast.c) */
+    KFX_XENT,  /* cross entropy of logits and int64 class indices (expert_xent.c) */
+    KFX_NKINDS /* the count of kinds (the tables of their names are checked against it) */
 };
 
 /* One reduction of a KFX_MULTI step: its operator (sum, mean, prod, var0/1, std0/1), its
@@ -187,8 +189,9 @@ int kfx_plan_scalar(struct kfx_plan *p, const json_t *node, int k);
  * and dropout that drops nothing. 1 handled, 0 none of them, -1 with detail. */
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
-/* expert_plan_loss.c: the losses (mse, l1, smooth_l1, huber) and cosine_similarity, planned as
- * an elementwise chain and reductions. 1 handled, 0 not one of them, -1 with detail. */
+/* expert_plan_loss.c: the losses (mse, l1, smooth_l1, huber, kl_div, triplet margin), the
+ * distances and similarities, planned as an elementwise chain and reductions, and cross
+ * entropy (a KFX_XENT step). 1 handled, 0 not one of them, -1 with detail. */
 int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen);
 
@@ -257,6 +260,12 @@ char *kfx_multi_src(const struct kfx_step *st, const char *backend, int v);
 int kfx_plan_cast(struct kfx_plan *p, int k, const char *dtype, char *detail, size_t dlen);
 const char *kfx_cast_ctype(const char *dtype);
 char *kfx_cast_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_xent.c: the kernels of KFX_XENT, which expert_plan_loss.c plans; kfx_is_xent
+ * (expert_plan_loss.c): whether node is a cross entropy (its int64 target input is then read
+ * as it is, not converted). */
+bool kfx_is_xent(const json_t *node);
+char *kfx_xent_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

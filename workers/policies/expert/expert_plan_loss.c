@@ -235,6 +235,56 @@ static int triplet(struct kfx_plan *p, const json_t *node, int k, char *detail, 
     return kfx_reduce(p, node, k, v, red, NULL, false, detail, dlen);
 }
 
+/* F.cross_entropy and nn.CrossEntropyLoss: a KFX_XENT step (expert_xent.c). */
+bool kfx_is_xent(const json_t *node) {
+    const char *mt = json_string_value(json_object_get(node, "module_type"));
+    if (mt)
+        return strcmp(mt, "CrossEntropyLoss") == 0;
+    const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
+    return s && strcmp(s, "cross_entropy") == 0;
+}
+
+static int xent(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    if (!kfx_is_xent(node))
+        return 0;
+    int x = kfx_arg_val(p, operand(node, 0, "input"));
+    int t = kfx_arg_val(p, operand(node, 1, "target"));
+    const json_t *rj = param(node, "reduction"), *w = param(node, "weight");
+    const json_t *ls = param(node, "label_smoothing"), *ig = param(node, "ignore_index");
+    const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
+    const char *red = rj ? json_string_value(rj) : "mean";
+    const json_t *tn = t >= 0 ? json_object_get(p->val[t].node, "output") : NULL;
+    const char *tdt = json_string_value(json_object_get(tn, "dtype"));
+    if (x < 0 || t < 0 || p->val[x].is_int || p->val[x].ndim != 2 || p->val[t].kind != KFX_INPUT ||
+        !tdt || strcmp(tdt, "int64") != 0 || p->val[t].ndim != 1 ||
+        p->val[t].shape[0] != p->val[x].shape[0] || red == NULL ||
+        (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none")) ||
+        (w && !json_is_null(w)) || (ls && !(json_is_number(ls) && json_number_value(ls) == 0.0)) ||
+        (ig && !json_is_integer(ig)) || (old1 && !json_is_null(old1)) ||
+        (old2 && !json_is_null(old2))) {
+        snprintf(detail, dlen,
+                 "cross_entropy other than of logits [N, C] and an int64 input of class indices "
+                 "[N], without a weight or label smoothing (not yet)");
+        return -1;
+    }
+    if (kfx_materialise(p, x, detail, dlen) != 0)
+        return -1;
+    struct kfx_step *st = kfx_add_step(p, KFX_XENT, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "xent");
+    const char *xs = p->val[x].py;
+    char out[16];
+    snprintf(out, sizeof(out), "t%d", k);
+    kfx_set_val(p, k, node, KFX_TENSOR, out);
+    const int mode = !strcmp(red, "none") ? 0 : !strcmp(red, "sum") ? 1 : 2;
+    kfx_line(p, "%s = _alloc(%s, %s)", out, mode == 0 ? "(x0.shape[0],)" : "()", xs);
+    kfx_line(p, "%s_p = _scratch(self, \"%s_p\", (2048,), %s)", out, out, xs);
+    kfx_line(p, "self.k.%s(%s, %s, %s, %s_p, %s.shape[0], %s.shape[1], %lld, %d)", st->fn, xs,
+             p->val[t].py, out, out, xs, xs, ig ? (long long)json_integer_value(ig) : -100LL, mode);
+    return 1;
+}
+
 int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen) {
     static const char *const modules[][2] = {
@@ -247,6 +297,8 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         {"PairwiseDistance", "pairwise_distance"},
         {"TripletMarginLoss", "triplet_margin_loss"},
     };
+    if (kfx_is_xent(node))
+        return xent(p, node, k, detail, dlen);
     const char *type = json_string_value(json_object_get(node, "module_type"));
     if (type) {
         s = NULL;
