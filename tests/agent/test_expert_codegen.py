@@ -196,6 +196,15 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.matmul(torch.diag(torch.sigmoid(x[:, 1])), torch.relu(y)) + torch.mm(x, torch.diag(x[3]))",
         "64, 32",
     ),
+    # chunk, split (by a size and by a list) and glu: pieces of a tensor read in place, a piece
+    # of a piece, the shorter last chunk
+    "pieces": (
+        "a, b = x.chunk(2, dim=1)\n        c, d, e = torch.split(y, [8, 16, 8], dim=1)\n"
+        "        f, g = y.split(16, -1)\n"
+        "        return (F.silu(a) * b + F.glu(x, dim=-1) + d * f - g.chunk(4, 0)[1].sum()"
+        " + torch.chunk(x, 3, dim=0)[2].mean() + (c * e).sum(1, keepdim=True))",
+        "64, 32",
+    ),
     # reverse scans (expert_plan_flip.c): flip, scan, flip back along rows and down columns,
     # with prologues
     "reverse_scans": (

@@ -186,8 +186,13 @@ int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr);
 int kfx_plan_scalar(struct kfx_plan *p, const json_t *node, int k);
 
 /* expert_plan_view.c: views of a tensor (view, reshape, flatten, squeeze, unsqueeze), sizes,
- * and dropout that drops nothing. 1 handled, 0 none of them, -1 with detail. */
+ * slices, chunk and split (a tuple of pieces), glu, and dropout that drops nothing. 1
+ * handled, 0 none of them, -1 with detail. */
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+/* expert_plan_view.c: piece i of tuple val t when t is a chunk or a split (a view of its
+ * input): val k. 1, 0 when t is another tuple, -1 with detail. */
+int kfx_plan_piece(struct kfx_plan *p, const json_t *node, int k, int t, long long i, char *detail,
+                   size_t dlen);
 
 /* expert_plan_loss.c: the losses (mse, l1, smooth_l1, huber, kl_div, triplet margin), the
  * distances and similarities, planned as an elementwise chain and reductions, and cross

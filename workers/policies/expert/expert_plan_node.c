@@ -265,6 +265,11 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
         !(json_is_integer(idx) ||
           (field && (!strcmp(field, "values") || !strcmp(field, "indices")))))
         return 0;
+    if (json_is_integer(idx)) { /* a piece of a chunk or a split */
+        int rc = kfx_plan_piece(p, node, k, t, json_integer_value(idx), detail, dlen);
+        if (rc != 0)
+            return rc;
+    }
     const json_t *mx = p->val[t].node;
     const char *s = kfw_short_name(json_string_value(json_object_get(mx, "target")));
     bool is_max = strcmp(s, "max") == 0;

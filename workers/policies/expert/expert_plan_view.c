@@ -203,6 +203,19 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     return 1;
 }
 
+/* Val k (node's) the strided view py of val v, a local wK of its own; offset: it may start past
+ * its root's first element. */
+static void strided_view(struct kfx_plan *p, const json_t *node, int k, int v, const char *py,
+                         bool offset) {
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", k);
+    kfx_line(p, "%s = %s", name, py);
+    kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+    p->val[k].noncontig = true;
+    p->val[k].offset = offset;
+}
+
 /* Whether the transposing node (s, or the attribute field) over val v swaps v's last two dims
  * and nothing else: x.transpose(-2, -1) (either order, any spelling of the dims), x.mT, x.t()
  * and x.T of a matrix, x.permute(0, .., n - 1, n - 2). */
@@ -306,13 +319,8 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
         }
         snprintf(py, sizeof(py), "%s.%s(%s)", src, s, dims);
     }
-    char name[16];
-    snprintf(name, sizeof(name), "w%d", k);
-    kfx_line(p, "%s = %s", name, py);
-    kfx_set_val(p, k, node, p->val[v].kind, name);
-    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
-    p->val[k].noncontig = true;
-    p->val[k].offset = p->val[v].offset; /* a transposed slice starts where the slice does */
+    /* a transposed slice starts where the slice does */
+    strided_view(p, node, k, v, py, p->val[v].offset);
     if (!expand && !p->val[v].noncontig && !p->val[v].offset && swaps_last2(p, node, v, s, field))
         p->val[k].last2_of = v + 1;
     return 1;
@@ -463,14 +471,117 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
         }
         snprintf(py, sizeof(py), "%s[%s%s]", p->val[v].py, idx, n == 1 ? "," : "");
     }
-    char name[16];
-    snprintf(name, sizeof(name), "w%d", k);
-    kfx_line(p, "%s = %s", name, py);
-    kfx_set_val(p, k, node, p->val[v].kind, name);
-    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
-    p->val[k].noncontig = true;
-    p->val[k].offset = true;
+    strided_view(p, node, k, v, py, true);
     return 1;
+}
+
+/* A chunk's or a split's operands: the input's val (returned), the count or sizes (*n) and the
+ * dim (*dim, NULL when not given). */
+static int cut_operands(const struct kfx_plan *p, const json_t *node, const char *s,
+                        const json_t **n, const json_t **dim) {
+    *n = operand(node, 1, !strcmp(s, "chunk") ? "chunks" : "split_size_or_sections");
+    if (*n == NULL)
+        *n = operand(node, 1, "split_size");
+    *dim = operand(node, 2, "dim");
+    return kfx_arg_val(p, operand(node, 0, "input"));
+}
+
+/* x.chunk(c, d), torch.chunk, x.split(s, d) and torch.split (s an int or a list of ints): a
+ * tuple that getitem picks pieces of (kfx_plan_piece). 1, -1, or 0 when node is none. */
+static int pieces(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen) {
+    if (strcmp(s, "chunk") != 0 && strcmp(s, "split") != 0)
+        return 0;
+    const json_t *n, *dim;
+    int v = cut_operands(p, node, s, &n, &dim);
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
+        !(json_is_integer(n) || (json_is_array(n) && !strcmp(s, "split"))) ||
+        (dim && !json_is_integer(dim)) || (json_is_integer(n) && json_integer_value(n) < 1)) {
+        snprintf(detail, dlen, "%s of other than a float tensor by ints along one dim (not yet)",
+                 s);
+        return -1;
+    }
+    kfx_set_val(p, k, node, KFX_TUPLE, "");
+    return 1;
+}
+
+int kfx_plan_piece(struct kfx_plan *p, const json_t *node, int k, int t, long long i, char *detail,
+                   size_t dlen) {
+    const json_t *src = p->val[t].node;
+    const char *s = kfw_short_name(json_string_value(json_object_get(src, "target")));
+    if (s == NULL || (strcmp(s, "chunk") != 0 && strcmp(s, "split") != 0))
+        return 0;
+    const json_t *n, *dj;
+    int v = cut_operands(p, src, s, &n, &dj);
+    const int nd = p->val[v].ndim;
+    long long d = dj ? json_integer_value(dj) : 0;
+    d = d < 0 ? d + nd : d;
+    if (d < 0 || d >= nd || i < 0) {
+        snprintf(detail, dlen, "%s along dim %lld of a %d-d tensor, piece %lld", s, d, nd, i);
+        return -1;
+    }
+    if (kfx_materialise(p, v, detail, dlen) != 0)
+        return -1;
+    char py[200];
+    const char *x = p->val[v].py;
+    if (json_is_array(n)) { /* split by a list of sizes: fixed starts */
+        long long start = 0;
+        if ((size_t)i >= json_array_size(n))
+            return -1;
+        for (long long j = 0; j < i; j++)
+            start += json_integer_value(json_array_get(n, (size_t)j));
+        snprintf(py, sizeof(py), "%s.narrow(%lld, %lld, %lld)", x, d, start,
+                 (long long)json_integer_value(json_array_get(n, (size_t)i)));
+    } else if (!strcmp(s, "chunk")) { /* c pieces of ceil(D / c) */
+        snprintf(py, sizeof(py), "_piece(%s, %lld, -(-%s.shape[%lld] // %lld), %lld)", x, d, x, d,
+                 (long long)json_integer_value(n), i);
+    } else {
+        snprintf(py, sizeof(py), "_piece(%s, %lld, %lld, %lld)", x, d,
+                 (long long)json_integer_value(n), i);
+    }
+    strided_view(p, node, k, v, py, true);
+    return 1;
+}
+
+/* F.glu(x, dim=-1): the first half of x along dim times the sigmoid of the second, two pieces
+ * read in place by the elementwise chain. 1, -1, or 0 when node is none. */
+static int glu(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
+               char *detail, size_t dlen) {
+    if (strcmp(s, module ? "GLU" : "glu") != 0)
+        return 0;
+    int v = kfx_arg_val(p, operand(node, 0, "input"));
+    const json_t *dj =
+        module ? json_object_get(json_object_get(node, "attrs"), "dim") : operand(node, 1, "dim");
+    const int nd = v >= 0 ? p->val[v].ndim : 0;
+    long long d = dj ? json_integer_value(dj) : -1;
+    d = d < 0 ? d + nd : d;
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
+        (dj && !json_is_integer(dj)) || d < 0 || d >= nd || p->val[v].shape[d] % 2 != 0) {
+        snprintf(detail, dlen, "glu of other than a float tensor of an even size along dim");
+        return -1;
+    }
+    if (kfx_materialise(p, v, detail, dlen) != 0)
+        return -1;
+    int half[2];
+    for (int j = 0; j < 2; j++) {
+        int h = half[j] = kfx_new_out(p);
+        if (h < 0)
+            return -1;
+        struct kfx_val *x = &p->val[h];
+        x->kind = p->val[v].kind;
+        snprintf(x->py, sizeof(x->py), "w%d", h);
+        x->ndim = nd;
+        memcpy(x->shape, p->val[v].shape, sizeof(x->shape));
+        x->shape[d] /= 2;
+        x->view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+        x->noncontig = true;
+        x->offset = true;
+        kfx_line(p, "w%d = _piece(%s, %lld, %s.shape[%lld] // 2, %d)", h, p->val[v].py, d,
+                 p->val[v].py, d, j);
+    }
+    char e[96];
+    snprintf(e, sizeof(e), "v%d * (1.0f / (1.0f + expf(-(v%d))))", half[0], half[1]);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
@@ -481,6 +592,10 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
     if (s == NULL)
         return 0;
     int rc = dropout(p, node, k, s, module, detail, dlen);
+    if (rc == 0)
+        rc = glu(p, node, k, s, module, detail, dlen);
+    if (rc == 0 && !module)
+        rc = pieces(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = size(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
