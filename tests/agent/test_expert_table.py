@@ -78,3 +78,21 @@ def test_latest_run_replaces_an_older_row(tmp_path, capsys) -> None:
     assert len(rows) == 2
     assert "variant 1" in rows[0] and "| 1.300 |" in rows[0]  # b's best, not a's faster 1.2
     assert "| 1.400 |" in rows[1]
+
+
+def test_a_candidate_that_computes_less_is_measured_against_memory() -> None:
+    """diag(a) @ b: the reference's matmul FLOPs at the peak would take 2.7 ms; the expert scales
+    b's rows in 0.12 ms, so its row is read against the copy bandwidth, not as 2200% of the
+    FLOP peak; a candidate slower than the FLOP peak keeps the compute bound."""
+    import expert_bench
+
+    work = {"bound": "compute", "flops": 2 * 4096**3, "bytes": 2 * 4096 * 4096 * 4}
+    peaks = {"peak_flops": 51e12, "bandwidth_Bps": 4.25e12}
+    row = {"task": "diag_matmul", "solved": True, "candidate_ms": 0.12, "eager_ms": 2.75}
+    out = expert_bench.bench_row(row, work, peaks)
+    assert out["bound"] == "memory (fewer FLOPs)"
+    assert abs(out["limit_fraction"] - work["bytes"] / 0.12e-3 / 4.25e12) < 1e-9
+    assert out["eager_limit_fraction"] < 0.05
+    assert expert_bench.overall([out])["memory_bound_tasks"] == 1
+    slow = expert_bench.bench_row({**row, "candidate_ms": 3.0}, work, peaks)
+    assert slow["bound"] == "compute" and 0.8 < slow["limit_fraction"] < 1.0
