@@ -205,6 +205,14 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.chunk(x, 3, dim=0)[2].mean() + (c * e).sum(1, keepdim=True))",
         "64, 32",
     ),
+    # torch.cat, concat (expert_cat.c) of inputs, chains and views along the last and the first
+    # dim, and zeros_like / full_like as lazy constants
+    "cats": (
+        "return torch.relu(torch.cat([x, y * 2, torch.tanh(x)], dim=1)).sum(0, keepdim=True)"
+        " + torch.cat((x, y), 0).mean() + torch.concat([x[:, :8], torch.zeros_like(y[:, :4]),"
+        " torch.full_like(x[:, :2], 0.5), torch.ones_like(y[:, 1:3])], dim=-1).amax(1, keepdim=True)",
+        "64, 32",
+    ),
     # reverse scans (expert_plan_flip.c): flip, scan, flip back along rows and down columns,
     # with prologues
     "reverse_scans": (
@@ -729,7 +737,7 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return torch.diag(x[0]) + y[:32, :]", "diag"),
         ("return torch.diag(x) + 1", "diag"),
         ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
-        ("return torch.cat([x, y], dim=0)", "cat"),
+        ("return torch.stack([x, y], dim=0)", "stack"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),
         ("return (x > y).sum()", "a reduction of a comparison's boolean tensor"),

@@ -140,6 +140,16 @@ static const char HELPERS[] =
     "    kernel reads view from, through view's strides (the runtime passes contiguous\n"
     "    tensors only).\"\"\"\n"
     "    return root.view(-1)[view.storage_offset() - root.storage_offset():]\n\n\n"
+    "def _cat_shape(d, *xs):\n"
+    "    \"\"\"The shape of torch.cat(xs, d); the inputs must agree on every other dim.\"\"\"\n"
+    "    s = list(xs[0].shape)\n"
+    "    for x in xs[1:]:\n"
+    "        if x.dim() != len(s) or any(a != b for i, (a, b) in enumerate(zip(x.shape, s)) if i "
+    "!= d):\n"
+    "            raise ValueError(f\"cat of shapes {[tuple(x.shape) for x in xs]} along dim "
+    "{d}\")\n"
+    "    s[d] = sum(x.shape[d] for x in xs)\n"
+    "    return tuple(s)\n\n\n"
     "def _piece(t, d, size, i):\n"
     "    \"\"\"Piece i of t cut along d in pieces of size (the last one shorter): torch.chunk's\n"
     "    and torch.split's, as a view.\"\"\"\n"
@@ -289,6 +299,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_cast_src(st, p->backend, v);
     case KFX_XENT:
         return kfx_xent_src(st, p->backend, v);
+    case KFX_CAT:
+        return kfx_cat_src(st, p->backend, v);
     case KFX_NKINDS:
         break;
     }

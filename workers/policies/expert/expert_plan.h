@@ -21,6 +21,7 @@ struct kf_buf;
 #define KFX_MAX_LEAVES 12
 #define KFX_MAX_DIMS 8
 #define KFX_MAX_SUB 4
+#define KFX_MAX_CAT 8
 
 enum kfx_vkind {
     KFX_INPUT,  /* a forward() argument: x0, x1.. */
@@ -67,6 +68,7 @@ enum kfx_skind {
     KFX_MULTI, /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
     KFX_CAST,  /* a boolean or integer input read into float32 (expert_cast.c) */
     KFX_XENT,  /* cross entropy of logits and int64 class indices (expert_xent.c) */
+    KFX_CAT,   /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
     KFX_NKINDS /* the count of kinds (the tables of their names are checked against it) */
 };
 
@@ -271,6 +273,12 @@ char *kfx_cast_src(const struct kfx_step *st, const char *backend, int v);
  * as it is, not converted). */
 bool kfx_is_xent(const json_t *node);
 char *kfx_xent_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_cat.c: KFX_CAT. kfx_plan_cat plans a cat node (s its short name): 1, 0 when it is
+ * not one, -1 with detail. */
+int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                 size_t dlen);
+char *kfx_cat_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

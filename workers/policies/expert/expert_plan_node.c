@@ -765,6 +765,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return kfx_plan_flip(p, node, k, detail, dlen);
     if (!strcmp(s, "diag"))
         return kfx_plan_diag(p, node, k, detail, dlen);
+    int crc = kfx_plan_cat(p, node, k, s, detail, dlen);
+    if (crc != 0)
+        return crc;
     int drc = kfx_plan_diag_product(p, node, k, detail, dlen);
     if (drc != 0)
         return drc;

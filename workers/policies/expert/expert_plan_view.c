@@ -584,6 +584,32 @@ static int glu(struct kfx_plan *p, const json_t *node, int k, const char *s, boo
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* torch.zeros_like, ones_like and full_like(x, value) of a float tensor: a lazy constant of x's
+ * shape. The expression reads x (a chain needs a leaf for its shape) so that it stays c for x
+ * infinite or NaN too. 1, -1, or 0 when node is none. */
+static int like(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                size_t dlen) {
+    const bool full = !strcmp(s, "full_like");
+    if (strcmp(s, "zeros_like") != 0 && strcmp(s, "ones_like") != 0 && !full)
+        return 0;
+    int v = kfx_arg_val(p, operand(node, 0, "input"));
+    const json_t *fill = full ? operand(node, 1, "fill_value") : NULL;
+    const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
+        !dt || strcmp(dt, "float32") != 0 || (full && !json_is_number(fill))) {
+        snprintf(detail, dlen, "%s of other than a float tensor and a number (not yet)", s);
+        return -1;
+    }
+    char c[40], e[120];
+    kfw_ew_lit(full ? json_number_value(fill) : !strcmp(s, "ones_like") ? 1.0 : 0.0, c);
+    if (strstr(c, "inf") || strstr(c, "nan")) {
+        snprintf(detail, dlen, "%s of a value that is not finite (not yet)", s);
+        return -1;
+    }
+    snprintf(e, sizeof(e), "0.0f * (float)(v%d == v%d) + %s", v, v, c);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
     bool module = op && !strcmp(op, "call_module");
@@ -596,6 +622,8 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         rc = glu(p, node, k, s, module, detail, dlen);
     if (rc == 0 && !module)
         rc = pieces(p, node, k, s, detail, dlen);
+    if (rc == 0 && !module)
+        rc = like(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = size(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
