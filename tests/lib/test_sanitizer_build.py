@@ -16,7 +16,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ["conv_bn_relu", "linear_bias_relu", "layer_norm_gelu", "max_pool2d", "softmax_dim1"]
-EXTRA = ["standardize_rows", "cosine_rows", "cumsum_cumprod", "maxout_pairs"]
+# with the planners of cross entropy (an int64 input), masks, reverse scans, diag products,
+# concatenation with a lazy constant, chunks and distances
+EXTRA = [
+    "standardize_rows",
+    "cosine_rows",
+    "cumsum_cumprod",
+    "maxout_pairs",
+    "cross_entropy",
+    "masked_cumsum",
+    "reverse_cumsum",
+    "diag_matmul",
+    "exclusive_cumsum",
+    "swiglu_mlp",
+    "triplet_margin",
+]
 
 
 @pytest.fixture(scope="module")
