@@ -214,10 +214,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "64, 32",
     ),
     # reverse scans (expert_plan_flip.c): flip, scan, flip back along rows and down columns,
-    # with prologues
+    # with prologues, and over strided views (the copy the prologue makes first is a step of
+    # its own: the scan, not it, runs backwards)
     "reverse_scans": (
         "return torch.cumsum(x.flip(1), 1).flip(1) + torch.flip(torch.cumprod(torch.flip(1 + 0.01 * y, [0]),"
-        " dim=0), dims=(0,)) * torch.cumsum(torch.flip(x * y, dims=[-1]), dim=-1).flip(-1)",
+        " dim=0), dims=(0,)) * torch.cumsum(torch.flip(x * y, dims=[-1]), dim=-1).flip(-1)"
+        " + torch.cumsum(y.t().flip(1), 1).flip(1).t() - torch.cumsum(x[:, ::2].flip(-1), -1).flip(-1).sum()",
         "64, 32",
     ),
 }

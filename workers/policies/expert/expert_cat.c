@@ -126,18 +126,11 @@ char *kfx_cat_src(const struct kfx_step *st, const char *backend, int v) {
     return is_cuda ? cuda(st, st->n_ins, v) : cpu(st, st->n_ins);
 }
 
-static const json_t *arg(const json_t *node, size_t i, const char *name) {
-    const json_t *a = json_object_get(node, "args");
-    if (i < json_array_size(a))
-        return json_array_get(a, i);
-    return json_object_get(json_object_get(node, "kwargs"), name);
-}
-
 int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
     if (strcmp(s, "cat") != 0 && strcmp(s, "concat") != 0 && strcmp(s, "concatenate") != 0)
         return 0;
-    const json_t *list = arg(node, 0, "tensors"), *dj = arg(node, 1, "dim");
+    const json_t *list = kfx_node_arg(node, 0, "tensors"), *dj = kfx_node_arg(node, 1, "dim");
     const size_t n = json_array_size(list);
     int in[KFX_MAX_CAT];
     const json_t *outj = json_object_get(node, "output");

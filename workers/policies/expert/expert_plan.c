@@ -100,6 +100,13 @@ int kfx_arg_val(const struct kfx_plan *p, const json_t *a) {
     return -1;
 }
 
+const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name) {
+    const json_t *args = json_object_get(node, "args");
+    if (i < json_array_size(args))
+        return json_array_get(args, i);
+    return name ? json_object_get(json_object_get(node, "kwargs"), name) : NULL;
+}
+
 /* Whether json value v refers to the node called name ({"node": name}, at any depth). */
 static bool refers(const json_t *v, const char *name) {
     if (json_is_object(v)) {
@@ -125,23 +132,29 @@ static bool refers(const json_t *v, const char *name) {
     return false;
 }
 
-/* The one node that uses node's result, or NULL when none or several do. */
-const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node) {
+/* The nodes that use node's result (the output node among them), into users[0..max): their
+ * count, which may exceed max. */
+static int users_of(const struct kfx_plan *p, const json_t *node, const json_t **users, int max) {
     const char *name = json_string_value(json_object_get(node, "name"));
-    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
-    const json_t *found = NULL, *n;
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes"), *n;
     size_t i;
+    int count = 0;
     json_array_foreach(nodes, i, n) {
         if (n == node || !name)
             continue;
         if (refers(json_object_get(n, "args"), name) ||
             refers(json_object_get(n, "kwargs"), name)) {
-            if (found)
-                return NULL;
-            found = n;
+            if (count < max)
+                users[count] = n;
+            count++;
         }
     }
-    return found;
+    return count;
+}
+
+const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node) {
+    const json_t *user = NULL;
+    return users_of(p, node, &user, 1) == 1 ? user : NULL;
 }
 
 /* The vals an expression reads: "vN" tokens. */
@@ -641,21 +654,12 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
 /* Whether every use of input node is as a cross entropy's class indices (read as int64 by its
  * kernel, not converted). */
 static bool read_as_indices(const struct kfx_plan *p, const json_t *node) {
-    const char *name = json_string_value(json_object_get(node, "name"));
-    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes"), *n;
-    size_t i;
-    int uses = 0;
-    json_array_foreach(nodes, i, n) {
-        if (n == node || !name)
-            continue;
-        if (refers(json_object_get(n, "args"), name) ||
-            refers(json_object_get(n, "kwargs"), name)) {
-            if (!kfx_is_xent(n))
-                return false;
-            uses++;
-        }
-    }
-    return uses > 0;
+    const json_t *users[KFX_MAX_VALS];
+    int n = users_of(p, node, users, KFX_MAX_VALS);
+    for (int i = 0; i < n && i < KFX_MAX_VALS; i++)
+        if (!kfx_is_xent(users[i]))
+            return false;
+    return n > 0 && n <= KFX_MAX_VALS;
 }
 
 /* Whether node, of an integer or boolean dtype, became a float32 tensor (a sum of a mask: its

@@ -216,6 +216,8 @@ int kfx_plan_diag_product(struct kfx_plan *p, const json_t *node, int k, char *d
 /* expert_plan.c, for expert_plan_node.c: */
 /* The val of argument a (a {"node": NAME} object), or -1. */
 int kfx_arg_val(const struct kfx_plan *p, const json_t *a);
+/* A node's argument: args[i], else kwargs[name] (name may be NULL), else NULL. */
+const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name);
 /* The one node of the graph that uses node's result (the output node counts), or NULL when
  * none or several do. */
 const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node);

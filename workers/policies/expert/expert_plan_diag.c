@@ -9,13 +9,6 @@
 #include "expert.h"
 #include "expert_plan.h"
 
-static const json_t *arg(const json_t *node, size_t i, const char *name) {
-    const json_t *args = json_object_get(node, "args");
-    if (i < json_array_size(args))
-        return json_array_get(args, i);
-    return json_object_get(json_object_get(node, "kwargs"), name);
-}
-
 static bool named_call(const json_t *node, const char *a, const char *b) {
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
@@ -25,8 +18,8 @@ static bool named_call(const json_t *node, const char *a, const char *b) {
 /* Which operand of matmul node user the node called name is: 0 (a), 1 (b), or -1. */
 static int operand_of(const json_t *user, const char *name) {
     for (size_t i = 0; i < 2; i++) {
-        const char *n =
-            json_string_value(json_object_get(arg(user, i, i ? "other" : "input"), "node"));
+        const char *n = json_string_value(
+            json_object_get(kfx_node_arg(user, i, i ? "other" : "input"), "node"));
         if (n && strcmp(n, name) == 0)
             return (int)i;
     }
@@ -36,8 +29,8 @@ static int operand_of(const json_t *user, const char *name) {
 int kfx_plan_diag(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     if (!named_call(node, "diag", NULL))
         return 0;
-    int v = kfx_arg_val(p, arg(node, 0, "input"));
-    const json_t *dg = arg(node, 1, "diagonal");
+    int v = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    const json_t *dg = kfx_node_arg(node, 1, "diagonal");
     const json_t *user = kfx_sole_user(p, node);
     const char *name = json_string_value(json_object_get(node, "name"));
     int side = user && named_call(user, "matmul", "mm") && name ? operand_of(user, name) : -1;
@@ -66,7 +59,8 @@ int kfx_plan_diag_product(struct kfx_plan *p, const json_t *node, int k, char *d
                           size_t dlen) {
     if (!named_call(node, "matmul", "mm"))
         return 0;
-    int a = kfx_arg_val(p, arg(node, 0, "input")), b = kfx_arg_val(p, arg(node, 1, "other"));
+    int a = kfx_arg_val(p, kfx_node_arg(node, 0, "input")),
+        b = kfx_arg_val(p, kfx_node_arg(node, 1, "other"));
     if (a < 0 || b < 0 || (!p->val[a].diag && !p->val[b].diag))
         return 0;
     const int d = p->val[a].diag ? a : b, o = d == a ? b : a;

@@ -11,13 +11,6 @@
 #include "expert.h"
 #include "expert_plan.h"
 
-static const json_t *arg(const json_t *node, size_t i, const char *name) {
-    const json_t *args = json_object_get(node, "args");
-    if (i < json_array_size(args))
-        return json_array_get(args, i);
-    return json_object_get(json_object_get(node, "kwargs"), name);
-}
-
 /* One dim (an int, or a list of one int) of an nd-dimensional tensor, from the front; -1 when
  * it is something else. */
 static long long one_dim(const json_t *d, int nd) {
@@ -48,20 +41,21 @@ static bool is_scan(const json_t *node) {
  * whose one user flips it back along d. */
 static bool opens_reverse_scan(const struct kfx_plan *p, const json_t *node, int in, long long d) {
     const json_t *scan = kfx_sole_user(p, node);
-    if (scan == NULL || !is_scan(scan) || one_dim(arg(scan, 1, "dim"), p->val[in].ndim) != d)
+    if (scan == NULL || !is_scan(scan) ||
+        one_dim(kfx_node_arg(scan, 1, "dim"), p->val[in].ndim) != d)
         return false;
     const json_t *dt = json_object_get(json_object_get(scan, "kwargs"), "dtype");
     if (dt && !json_is_null(dt))
         return false;
     const json_t *back = kfx_sole_user(p, scan);
-    return back && is_flip(back) && one_dim(arg(back, 1, "dims"), p->val[in].ndim) == d;
+    return back && is_flip(back) && one_dim(kfx_node_arg(back, 1, "dims"), p->val[in].ndim) == d;
 }
 
 int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     if (!is_flip(node))
         return 0;
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
-    long long d = in < 0 ? -1 : one_dim(arg(node, 1, "dims"), p->val[in].ndim);
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    long long d = in < 0 ? -1 : one_dim(kfx_node_arg(node, 1, "dims"), p->val[in].ndim);
     if (d >= 0 && p->val[in].flipped == d + 1) { /* the closing flip: the scan's output as is */
         struct kfx_val v = p->val[in];
         if (v.kind != KFX_TENSOR)

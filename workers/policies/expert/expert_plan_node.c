@@ -11,14 +11,6 @@
 #include "expert_ops.h"
 #include "expert_plan.h"
 
-/* args[i], else kwargs[name], else NULL */
-static const json_t *arg(const json_t *node, size_t i, const char *name) {
-    const json_t *args = json_object_get(node, "args");
-    if (i < json_array_size(args))
-        return json_array_get(args, i);
-    return name ? json_object_get(json_object_get(node, "kwargs"), name) : NULL;
-}
-
 static bool is(const char *s, const char *const *list) {
     for (; *list; list++)
         if (strcmp(s, *list) == 0)
@@ -137,8 +129,8 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
     if (strcmp(s, "var") != 0 && strcmp(s, "std") != 0)
         return 0;
     const json_t *kw = json_object_get(node, "kwargs");
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
-    const json_t *dim = arg(node, 1, "dim"), *ub = arg(node, 2, "unbiased");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    const json_t *dim = kfx_node_arg(node, 1, "dim"), *ub = kfx_node_arg(node, 2, "unbiased");
     const json_t *cj = json_object_get(kw, "correction"), *dt = json_object_get(kw, "dtype");
     double corr = 1.0;
     if (json_is_boolean(dim)) { /* torch.var(x, unbiased) */
@@ -155,7 +147,7 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
     }
     const json_t *kd = json_object_get(kw, "keepdim");
     if (kd == NULL && json_is_boolean(ub))
-        kd = arg(node, 3, NULL);
+        kd = kfx_node_arg(node, 3, NULL);
     char op[8];
     snprintf(op, sizeof(op), "%s%d", s, (int)corr);
     return kfx_reduce(p, node, k, in, op, dim, boolean(kd), detail, dlen);
@@ -170,8 +162,8 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     bool unit = !strcmp(s, "normalize"); /* F.normalize(x, p=2, dim=1, eps=1e-12) */
     if (strcmp(s, "norm") != 0 && !vec && !unit)
         return 0;
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
-    const json_t *pj = arg(node, 1, vec ? "ord" : "p");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    const json_t *pj = kfx_node_arg(node, 1, vec ? "ord" : "p");
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
     double pv = pj == NULL || json_is_null(pj) ? 2.0
                 : json_is_number(pj)           ? json_number_value(pj)
@@ -190,7 +182,7 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
         return -1;
     }
     if (unit) {
-        const json_t *dj = arg(node, 2, "dim"), *ej = arg(node, 3, "eps");
+        const json_t *dj = kfx_node_arg(node, 2, "dim"), *ej = kfx_node_arg(node, 3, "eps");
         json_t *dim = json_integer(json_is_integer(dj) ? json_integer_value(dj) : 1);
         int nd = p->val[in].ndim;
         long long d =
@@ -212,8 +204,8 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
                  in, r, eps);
         return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
     }
-    int rc = kfx_reduce(p, node, r, a, "sum", arg(node, 2, "dim"), boolean(arg(node, 3, "keepdim")),
-                        detail, dlen);
+    int rc = kfx_reduce(p, node, r, a, "sum", kfx_node_arg(node, 2, "dim"),
+                        boolean(kfx_node_arg(node, 3, "keepdim")), detail, dlen);
     if (rc != 1)
         return rc;
     snprintf(e, sizeof(e), pv == 1.0 ? "v%d" : "sqrtf(v%d)", r);
@@ -227,8 +219,8 @@ static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *
                                       "logsumexp", "max",  "min",  "prod", NULL};
     if (!is(s, ops))
         return 0;
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
-    const json_t *dim = arg(node, 1, "dim");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    const json_t *dim = kfx_node_arg(node, 1, "dim");
     if (in < 0)
         return -1;
     if ((!strcmp(s, "max") || !strcmp(s, "min")) && json_is_object(dim)) {
@@ -245,7 +237,7 @@ static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *
         snprintf(detail, dlen, "%s with a dtype argument (not yet)", s);
         return -1;
     }
-    bool keepdim = boolean(arg(node, 2, "keepdim"));
+    bool keepdim = boolean(kfx_node_arg(node, 2, "keepdim"));
     if (!strcmp(s, "max") || !strcmp(s, "min")) {
         if (dim == NULL || json_is_null(dim))
             return kfx_reduce(p, node, k, in, !strcmp(s, "max") ? "amax" : "amin", NULL, false,
@@ -258,8 +250,8 @@ static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *
 
 /* getitem(t, 0 | 1) or getattr(t, "values" | "indices") of a max/min tuple */
 static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
-    int t = kfx_arg_val(p, arg(node, 0, NULL));
-    const json_t *idx = arg(node, 1, NULL);
+    int t = kfx_arg_val(p, kfx_node_arg(node, 0, NULL));
+    const json_t *idx = kfx_node_arg(node, 1, NULL);
     const char *field = json_string_value(idx); /* .values / .indices */
     if (t < 0 || p->val[t].kind != KFX_TUPLE ||
         !(json_is_integer(idx) ||
@@ -274,22 +266,24 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
     const char *s = kfw_short_name(json_string_value(json_object_get(mx, "target")));
     bool is_max = strcmp(s, "max") == 0;
     bool values = field ? !strcmp(field, "values") : json_integer_value(idx) == 0;
-    int in = kfx_arg_val(p, arg(mx, 0, "input"));
+    int in = kfx_arg_val(p, kfx_node_arg(mx, 0, "input"));
     if (in < 0)
         return -1;
-    return kfx_reduce(p, node, k, in,
-                      values ? (is_max ? "amax" : "amin") : (is_max ? "argmax" : "argmin"),
-                      arg(mx, 1, "dim"), boolean(arg(mx, 2, "keepdim")), detail, dlen);
+    return kfx_reduce(
+        p, node, k, in, values ? (is_max ? "amax" : "amin") : (is_max ? "argmax" : "argmin"),
+        kfx_node_arg(mx, 1, "dim"), boolean(kfx_node_arg(mx, 2, "keepdim")), detail, dlen);
 }
 
 /* A step of kind (softmax, scan) with operator op along dim of val in, read through its
- * prologue, whose output (val k) has the input's shape. 1, or -1 with detail. */
+ * prologue, whose output (val k) has the input's shape; reverse: a scan from the end of the dim.
+ * 1, or -1 with detail. */
 static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx_skind kind,
-                 const char *op, long long dim, char *detail, size_t dlen) {
+                 const char *op, long long dim, bool reverse, char *detail, size_t dlen) {
     struct kfx_step *st = kfx_add_step(p, kind, detail, dlen);
     if (st == NULL)
         return -1;
     snprintf(st->op, sizeof(st->op), "%s", op);
+    st->reverse = reverse; /* here: the prologue may add a step of its own after this one */
     char leaves[1024], out[16];
     if (kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
         return -1;
@@ -304,15 +298,15 @@ static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx
 
 static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
                    char *detail, size_t dlen) {
-    const json_t *dim =
-        module ? json_object_get(json_object_get(node, "attrs"), "dim") : arg(node, 1, "dim");
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dim = module ? json_object_get(json_object_get(node, "attrs"), "dim")
+                               : kfx_node_arg(node, 1, "dim");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
     if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
     }
-    return along(p, node, k, in, KFX_SOFTMAX, s, json_integer_value(dim), detail, dlen);
+    return along(p, node, k, in, KFX_SOFTMAX, s, json_integer_value(dim), false, detail, dlen);
 }
 
 /* torch.cumsum and torch.cumprod (functions and methods) over one dim: a scan step
@@ -320,8 +314,8 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
  * shape. */
 static int scan(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                 size_t dlen) {
-    const json_t *dim = arg(node, 1, "dim");
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    const json_t *dim = kfx_node_arg(node, 1, "dim");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
     if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
@@ -339,11 +333,9 @@ static int scan(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
         snprintf(detail, dlen, "%s over a tensor flipped along another dim (not yet)", s);
         return -1;
     }
-    int rc = along(p, node, k, in, KFX_SCAN, s, d, detail, dlen);
-    if (rc == 1 && flipped) {
-        p->step[p->n_steps - 1].reverse = true;
+    int rc = along(p, node, k, in, KFX_SCAN, s, d, flipped != 0, detail, dlen);
+    if (rc == 1)
         p->val[k].flipped = flipped;
-    }
     return rc;
 }
 
@@ -492,7 +484,7 @@ static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, co
     const json_t *attrs = json_object_get(node, "attrs");
     const char *path = json_string_value(json_object_get(node, "target"));
     bool module = mtype != NULL;
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     if (in < 0)
         return -1;
     int nd = p->val[in].ndim;
@@ -504,38 +496,38 @@ static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, co
     const json_t *wa = NULL, *ba = NULL;
     if (module ? !strcmp(mtype, "LayerNorm") : !strcmp(s, "layer_norm")) {
         kind = LAYER;
-        const json_t *ns =
-            module ? json_object_get(attrs, "normalized_shape") : arg(node, 1, "normalized_shape");
+        const json_t *ns = module ? json_object_get(attrs, "normalized_shape")
+                                  : kfx_node_arg(node, 1, "normalized_shape");
         L = json_is_array(ns) ? (int)json_array_size(ns) : 1;
-        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 4, "eps"), 1e-5);
-        wa = arg(node, 2, "weight");
-        ba = arg(node, 3, "bias");
+        eps = num(module ? json_object_get(attrs, "eps") : kfx_node_arg(node, 4, "eps"), 1e-5);
+        wa = kfx_node_arg(node, 2, "weight");
+        ba = kfx_node_arg(node, 3, "bias");
     } else if (module ? !strncmp(mtype, "BatchNorm", 9) : !strcmp(s, "batch_norm")) {
         kind = BATCH;
         ones = nd - 2;
         training = module ? json_is_true(json_object_get(attrs, "training")) ||
                                 !json_is_true(json_object_get(attrs, "track_running_stats"))
-                          : json_is_true(arg(node, 5, "training"));
-        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 7, "eps"), 1e-5);
-        wa = arg(node, 3, "weight");
-        ba = arg(node, 4, "bias");
+                          : json_is_true(kfx_node_arg(node, 5, "training"));
+        eps = num(module ? json_object_get(attrs, "eps") : kfx_node_arg(node, 7, "eps"), 1e-5);
+        wa = kfx_node_arg(node, 3, "weight");
+        ba = kfx_node_arg(node, 4, "bias");
     } else if (module ? !strcmp(mtype, "GroupNorm") : !strcmp(s, "group_norm")) {
         kind = GROUP;
         ones = nd - 2;
         groups = (long long)num(
-            module ? json_object_get(attrs, "num_groups") : arg(node, 1, "num_groups"), 1);
-        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 4, "eps"), 1e-5);
-        wa = arg(node, 2, "weight");
-        ba = arg(node, 3, "bias");
+            module ? json_object_get(attrs, "num_groups") : kfx_node_arg(node, 1, "num_groups"), 1);
+        eps = num(module ? json_object_get(attrs, "eps") : kfx_node_arg(node, 4, "eps"), 1e-5);
+        wa = kfx_node_arg(node, 2, "weight");
+        ba = kfx_node_arg(node, 3, "bias");
     } else if (module ? !strncmp(mtype, "InstanceNorm", 12) : !strcmp(s, "instance_norm")) {
         /* statistics per sample and channel: a group norm with a group per channel */
         kind = GROUP;
         ones = nd - 2;
         groups = nd >= 2 ? p->val[in].shape[1] : 1;
-        eps = num(module ? json_object_get(attrs, "eps") : arg(node, 7, "eps"), 1e-5);
-        wa = arg(node, 3, "weight");
-        ba = arg(node, 4, "bias");
-        const json_t *uis = arg(node, 5, "use_input_stats");
+        eps = num(module ? json_object_get(attrs, "eps") : kfx_node_arg(node, 7, "eps"), 1e-5);
+        wa = kfx_node_arg(node, 3, "weight");
+        ba = kfx_node_arg(node, 4, "bias");
+        const json_t *uis = kfx_node_arg(node, 5, "use_input_stats");
         if (module ? json_is_true(json_object_get(attrs, "track_running_stats")) &&
                          !json_is_true(json_object_get(attrs, "training"))
                    : uis != NULL && json_is_false(uis)) {
@@ -564,9 +556,9 @@ static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, co
     char e[256];
     if (kind == BATCH && !training) {
         int rm = module ? param_val(p, NULL, path, "running_mean", ones)
-                        : param_val(p, arg(node, 1, "running_mean"), NULL, NULL, ones);
+                        : param_val(p, kfx_node_arg(node, 1, "running_mean"), NULL, NULL, ones);
         int rv = module ? param_val(p, NULL, path, "running_var", ones)
-                        : param_val(p, arg(node, 2, "running_var"), NULL, NULL, ones);
+                        : param_val(p, kfx_node_arg(node, 2, "running_var"), NULL, NULL, ones);
         char lit[40];
         if (rm < 0 || rv < 0)
             return -1;
@@ -592,9 +584,9 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
         if (module && i == 1) {
             ops[i] = param_val(p, NULL, path, "weight", 0);
         } else {
-            ops[i] = kfx_arg_val(p, arg(node, (size_t)i, i == 0 ? "input" : "weight"));
+            ops[i] = kfx_arg_val(p, kfx_node_arg(node, (size_t)i, i == 0 ? "input" : "weight"));
             if (ops[i] < 0) {
-                const json_t *a = arg(node, (size_t)i, i == 0 ? "input" : "other");
+                const json_t *a = kfx_node_arg(node, (size_t)i, i == 0 ? "input" : "other");
                 ops[i] = kfx_arg_val(p, a);
             }
         }
@@ -628,7 +620,7 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
             if (json_is_array(json_object_get(json_object_get(node, "parameters"), "bias")))
                 bias = param_val(p, NULL, path, "bias", bias_ones);
         } else {
-            const json_t *ba = arg(node, 2, "bias");
+            const json_t *ba = kfx_node_arg(node, 2, "bias");
             if (ba && !json_is_null(ba) && (bias = param_val(p, ba, NULL, NULL, bias_ones)) < 0) {
                 snprintf(detail, dlen, "%s: a bias that is not a tensor", path);
                 return -1;
@@ -682,14 +674,14 @@ static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const c
     if (rank == 0)
         return 0;
     const json_t *os = module ? json_object_get(json_object_get(node, "attrs"), "output_size")
-                              : arg(node, 1, "output_size");
+                              : kfx_node_arg(node, 1, "output_size");
     bool one = json_is_integer(os) && json_integer_value(os) == 1;
     if (json_is_array(os) && json_array_size(os) == (size_t)rank) {
         one = true;
         for (int i = 0; i < rank; i++)
             one = one && json_integer_value(json_array_get(os, (size_t)i)) == 1;
     }
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     if (!one || in < 0 || p->val[in].ndim < rank + 1) {
         snprintf(detail, dlen, "%s to an output other than 1 (not yet)", s);
         return -1;
@@ -706,7 +698,7 @@ static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const c
  * channel) along dim 1. */
 static int prelu(struct kfx_plan *p, const json_t *node, int k, bool module, char *detail,
                  size_t dlen) {
-    int in = kfx_arg_val(p, arg(node, 0, "input"));
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     if (in < 0 || p->val[in].is_int) {
         snprintf(detail, dlen, "prelu of something that is not a float tensor");
         return -1;
@@ -714,7 +706,7 @@ static int prelu(struct kfx_plan *p, const json_t *node, int k, bool module, cha
     int ones = p->val[in].ndim >= 2 ? p->val[in].ndim - 2 : 0;
     int w = module ? param_val(p, NULL, json_string_value(json_object_get(node, "target")),
                                "weight", ones)
-                   : param_val(p, arg(node, 1, "weight"), NULL, NULL, ones);
+                   : param_val(p, kfx_node_arg(node, 1, "weight"), NULL, NULL, ones);
     if (w < 0) {
         snprintf(detail, dlen, "prelu with a weight that is not a parameter (not yet)");
         return -1;

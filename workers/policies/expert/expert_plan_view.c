@@ -203,17 +203,22 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     return 1;
 }
 
-/* Val k (node's) the strided view py of val v, a local wK of its own; offset: it may start past
- * its root's first element. */
+/* Val k a strided view of val v, read through its strides; offset: it may start past its
+ * root's first element. */
+static void mark_strided(struct kfx_plan *p, int k, int v, bool offset) {
+    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
+    p->val[k].noncontig = true;
+    p->val[k].offset = offset;
+}
+
+/* Val k (node's) the strided view py of val v, a local wK of its own (mark_strided). */
 static void strided_view(struct kfx_plan *p, const json_t *node, int k, int v, const char *py,
                          bool offset) {
     char name[16];
     snprintf(name, sizeof(name), "w%d", k);
     kfx_line(p, "%s = %s", name, py);
     kfx_set_val(p, k, node, p->val[v].kind, name);
-    p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
-    p->val[k].noncontig = true;
-    p->val[k].offset = offset;
+    mark_strided(p, k, v, offset);
 }
 
 /* Whether the transposing node (s, or the attribute field) over val v swaps v's last two dims
@@ -573,9 +578,7 @@ static int glu(struct kfx_plan *p, const json_t *node, int k, const char *s, boo
         x->ndim = nd;
         memcpy(x->shape, p->val[v].shape, sizeof(x->shape));
         x->shape[d] /= 2;
-        x->view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
-        x->noncontig = true;
-        x->offset = true;
+        mark_strided(p, h, v, true);
         kfx_line(p, "w%d = _piece(%s, %lld, %s.shape[%lld] // 2, %d)", h, p->val[v].py, d,
                  p->val[v].py, d, j);
     }
