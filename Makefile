@@ -14,6 +14,8 @@ export PYTHONPATH := $(abspath workers/harness)
 C_DIRS   := $(patsubst %/Makefile,%,$(wildcard sandbox/Makefile lib/Makefile server/Makefile workers/Makefile cli/Makefile))
 # tracked and new (untracked, not ignored) C sources: a new file is formatted and checked before it is added
 C_FILES   = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
+# C++ of our own (formatted like the C; the kernels under examples/ and tests/ keep their authors' layout)
+CXX_FILES = $(shell git ls-files --cached --others --exclude-standard 'workers/harness/native/*.cpp' 2>/dev/null)
 
 .PHONY: help deps build run test test-gpu bench bundle fmt fmt-check lint clean
 
@@ -34,7 +36,8 @@ deps:
 build: deps
 	@mkdir -p $(BUILD)
 	@if [ "$(KFORGE_JAIL_PREBUILT)" != 1 ]; then \
-	    for d in $(C_DIRS); do $(MAKE) --no-print-directory -C $$d BUILD=$(BUILD) || exit 1; done; fi
+	    for d in $(C_DIRS); do $(MAKE) --no-print-directory -C $$d BUILD=$(BUILD) || exit 1; done; \
+	    $(MAKE) --no-print-directory -C workers/harness/native BUILD=$(BUILD) PY=$(PY); fi
 
 run: build
 	@$(PY) scripts/run_examples.py
@@ -59,12 +62,12 @@ bundle: build
 
 fmt: deps
 	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
-	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) -i $(C_FILES)
+	@[ -z "$(C_FILES)$(CXX_FILES)" ] || $(CLANG_FORMAT) -i $(C_FILES) $(CXX_FILES)
 	@$(PY) -m ruff format --quiet .
 
 fmt-check: deps
 	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)\." || { echo "need clang-format $(CLANG_FORMAT_VERSION)"; exit 1; }
-	@[ -z "$(C_FILES)" ] || $(CLANG_FORMAT) --dry-run --Werror $(C_FILES)
+	@[ -z "$(C_FILES)$(CXX_FILES)" ] || $(CLANG_FORMAT) --dry-run --Werror $(C_FILES) $(CXX_FILES)
 	@$(PY) -m ruff format --check --quiet .
 	@echo "fmt-check: ok"
 

@@ -1,18 +1,21 @@
 """Where a candidate's timed call goes, outside the judge (on a GPU, one process, nothing else
 running): for each task, the expert's plan (variant 0) is built and timed with the judge's own
-timing routine (kforge_harness.timing.measure) four ways, against eager in the same run:
+timing routine (kforge_harness.timing.measure) several ways, against eager in the same run:
 
   eager      the task's Model
   bare       ModelNew.forward, no guard
-  guarded    ModelNew.forward under the runner's ComputeGuard, as the judge times it
-  grad       the same with autograd on (as the runner times it)
+  guarded    ModelNew.forward under the Python guard (ComputeGuard, a TorchDispatchMode)
+  native     the same under the C++ guard (NativeGuard, build/libkforge-guard.so), the runner's
+             default
+  grad       native with autograd on (as the runner times it)
   kernels    the kernels' launches alone (forward's tensors made once, outside the timer),
              so kernels - eager is what the kernels lose and bare - kernels the host's share
 
-then as the runner's own timed call (runner, runner_judged, runner_profiled: runner_ways),
-and then by the judge itself (`python -m kforge_harness evaluate`, no torch.compile, the same
-candidate), once with the runner outside the jail (judge) and once inside it (judge_jail, when
-build/kforge-jail exists), each with its host median: what the judge adds to `guarded`.
+then as the runner's own timed call (runner, runner_judged, runner_profiled: runner_ways; with
+the native guard, and runner_python with the Python one), and then by the judge itself (`python
+-m kforge_harness evaluate`, no torch.compile, the same candidate): with the runner outside the
+jail (judge), the same with the Python guard (judge_python: KFORGE_GUARD_LIB empty), and inside
+the jail (judge_jail, when build/kforge-jail exists), each with its host median.
 
   python bench/host_gap.py [task ...]   (examples/tasks or bench/tasks_extra; needs
                                         build/agent-probes/expert_probe)
@@ -37,11 +40,12 @@ sys.path.insert(0, str(ROOT / "workers" / "harness"))
 BACKEND = os.environ.setdefault("KFORGE_BACKEND", "cuda")  # cpu: the same on this machine's CPU
 
 import torch  # noqa: E402
-from kforge_harness import build, candidate, guard, timing  # noqa: E402
+from kforge_harness import build, candidate, guard, nativeguard, timing  # noqa: E402
 from kforge_harness import runner as runnermod  # noqa: E402
 
 PROBE = ROOT / "build" / "agent-probes" / "expert_probe"
 JAIL = ROOT / "build" / "kforge-jail"
+NATIVE, WHY_NOT = nativeguard.load(nativeguard.library_path(), guard.ALLOWED_OPS)
 
 
 def load_module(path: Path, name: str):
@@ -106,7 +110,7 @@ def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Polic
     process: over one input set; over three with the judge's scales and fingerprints (what
     Runner.time does); and that again after a checked call under the profiler (Runner.run)."""
     r = runnermod.Runner.__new__(runnermod.Runner)
-    r.in_forward, r.foreign, r.model = False, [], new
+    r.in_forward, r.foreign, r.model, r.native = False, [], new, NATIVE
     r.kernels = [v for v in vars(new).values() if hasattr(v, "_functions")]
     r.args = types.SimpleNamespace(format="native")
 
@@ -122,19 +126,22 @@ def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Polic
     row["runner_judged"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
     r._profiled_forward(inputs)
     row["runner_profiled"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    r.native = None
+    row["runner_python"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
     return {k: round(v, 4) for k, v in row.items()}
 
 
-def judge_ways(dev: torch.device) -> list[tuple[str, list[str]]]:
-    ways = [("judge", [])]
+def judge_ways(dev: torch.device) -> list[tuple[str, list[str], dict[str, str]]]:
+    ways = [("judge", [], {}), ("judge_python", [], {nativeguard.ENV_PATH: ""})]
     if dev.type == "cuda" and JAIL.exists():
-        ways.append(("judge_jail", ["--jail", str(JAIL), "--gpu", "0"]))
+        ways.append(("judge_jail", ["--jail", str(JAIL), "--gpu", "0"], {}))
     return ways
 
 
-def judge(task: Path, cand: Path, extra: list[str]) -> dict:
+def judge(task: Path, cand: Path, extra: list[str], extra_env: dict[str, str]) -> dict:
     """The candidate's and eager's medians as the judge's full evaluate measures them."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workers" / "harness"), KFORGE_JAIL_PREBUILT="1")
+    env.update(extra_env)
     cmd = [sys.executable, "-m", "kforge_harness", "evaluate", "--task", str(task), "--candidate", str(cand)]
     cmd += ["--backend", BACKEND, "--no-compile", "--no-baseline-cache", "--budget", "2", *extra]
     p = subprocess.run(cmd, cwd=str(ROOT / "workers" / "harness"), env=env, capture_output=True, text=True)
@@ -145,6 +152,7 @@ def judge(task: Path, cand: Path, extra: list[str]) -> dict:
             "median_ms": round(t["candidate"]["median_ms"], 4),
             "host_median_ms": round(t["candidate"]["host_median_ms"], 4),
             "eager_ms": round(t["eager"]["median_ms"], 4),
+            "guard": v["env"].get("guard"),
         }
     except (IndexError, KeyError, TypeError, ValueError) as e:
         raise RuntimeError(
@@ -174,29 +182,39 @@ def time_task(name: str, dev: torch.device, policy: timing.Policy) -> dict:
             with guard.ComputeGuard():
                 return new(*xs)
 
-        def guarded_grad(*xs):
-            with torch.enable_grad(), guard.ComputeGuard():
+        def native(*xs):
+            with guard.NativeGuard(NATIVE):
                 return new(*xs)
 
-        ways = {"eager": ref, "bare": new, "guarded": guarded, "grad": guarded_grad, "kernels": rec.replay}
+        def native_grad(*xs):
+            with torch.enable_grad(), guard.NativeGuard(NATIVE):
+                return new(*xs)
+
+        ways = {"eager": ref, "bare": new, "guarded": guarded, "native": native, "grad": native_grad}
+        ways["kernels"] = rec.replay
         row: dict = {"task": name}
         with torch.no_grad():
             for way, fn in ways.items():
                 row[way] = round(timing.measure(fn, [inputs], dev, policy)["median_ms"], 4)
         row.update(runner_ways(new, task, inputs, dev, policy))
-        for way, extra in judge_ways(dev):
-            t = judge(task_path, cand, extra)
+        for way, extra, extra_env in judge_ways(dev):
+            t = judge(task_path, cand, extra, extra_env)
             row[way] = t["median_ms"]
             row[way + "_host"] = t["host_median_ms"]
             row[way + "_eager"] = t["eager_ms"]
+            row[way + "_guard"] = t["guard"]
     row["host_ms"] = round(row["guarded"] - row["kernels"], 4)
     row["guard_ms"] = round(row["guarded"] - row["bare"], 4)
+    row["native_guard_ms"] = round(row["native"] - row["bare"], 4)
     return row
 
 
 def main() -> int:
     names = sys.argv[1:] or ["leaky_relu", "gelu", "scale_bias_relu", "batch_norm1d_relu", "matmul"]
     dev = torch.device("cuda" if BACKEND == "cuda" else "cpu")
+    if NATIVE is None:
+        print(f"host_gap: no native guard ({WHY_NOT}); make build builds it", file=sys.stderr)
+        return 1
     policy = timing.Policy(budget_s=2.0, min_reps=20, max_reps=400, target_spread=0.005)
     out_path = Path(os.environ["OUT"]) / "host_gap.jsonl" if os.environ.get("OUT") else None
     for name in names:

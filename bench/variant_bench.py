@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workers" / "harness"))
 
 import torch  # noqa: E402
-from kforge_harness import build, candidate, guard, inspect_graph, policy, timing  # noqa: E402
+from kforge_harness import build, candidate, guard, inspect_graph, nativeguard, policy, timing  # noqa: E402
 from kforge_harness import task as taskmod
 
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
@@ -115,12 +115,14 @@ def kernel_ms(fn: Callable[[], Any], calls: int) -> tuple[float, int, str]:
 
 def judge_ms(fn: Callable[[], Any], guarded: bool) -> float:
     """The judge's timing of fn (timing.measure: the cache flushed before each call, CUDA
-    events around it), under the runner's compute guard when guarded, as a candidate is timed."""
+    events around it), under the runner's compute guard when guarded (the C++ one where
+    build/libkforge-guard.so loads, as in the runner), as a candidate is timed."""
+    native = nativeguard.load(nativeguard.library_path(), guard.ALLOWED_OPS)[0]
 
     def call() -> Any:
         if not guarded:
             return fn()
-        with guard.ComputeGuard():
+        with guard.make_guard(native):
             return fn()
 
     pol = policy.Policy(budget_s=0.5)

@@ -47,6 +47,10 @@ find "$b/libexec" "$b/pg" "$b/redis" -type f \( -perm -u+x -o -name '*.so*' \) -
     if ! echo "$name" | grep -Eq "$skip"; then cp -Ln "$path" "$b/lib/$name"; fi
   done
 
+# the runner's C++ compute guard, built against this machine's PyTorch: a host whose PyTorch
+# differs cannot load it, and its runners guard with the Python mode instead (the verdict says which)
+if [ -f build/libkforge-guard.so ]; then cp build/libkforge-guard.so "$b/lib/"; fi
+
 # the harness (without caches), the prompts, migrations, openapi, web, examples
 mkdir -p "$b/share"
 for d in workers/harness workers/prompts migrations openapi web examples; do
@@ -67,6 +71,9 @@ export KFORGE_REDIS_BIN="${KFORGE_REDIS_BIN:-$here/redis/redis-server}"
 export KFORGE_MIGRATIONS="${KFORGE_MIGRATIONS:-$here/share/migrations}"
 export KFORGE_HARNESS_DIR="${KFORGE_HARNESS_DIR:-$here/share/workers/harness}"
 export KFORGE_WEB_DIR="${KFORGE_WEB_DIR:-$here/share/web}"
+if [ -f "$here/lib/libkforge-guard.so" ]; then
+  export KFORGE_GUARD_LIB="${KFORGE_GUARD_LIB-$here/lib/libkforge-guard.so}"
+fi
 export KFORGE_JAIL="${KFORGE_JAIL:-$here/libexec/kforge-jail}"
 export KFORGE_PYTHON="${KFORGE_PYTHON:-$(command -v python3)}"
 export KFORGE_BIN_DIR="$here/libexec"

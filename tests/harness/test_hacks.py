@@ -27,9 +27,12 @@ HARNESS = HERE.parent.parent / "workers" / "harness"
 FAST = ["--backend", "cpu", "--no-compile", "--budget", "0.3"]
 
 
-def run_cli(cache: Path, *args: str, timeout: float = 300) -> tuple[int, list[str], str]:
+def run_cli(
+    cache: Path, *args: str, timeout: float = 300, extra_env: dict[str, str] | None = None
+) -> tuple[int, list[str], str]:
     """Runs ``python -m kforge_harness ARGS``; returns (exit code, non-empty stdout lines, stderr)."""
     env = dict(os.environ)
+    env.update(extra_env or {})
     env["PYTHONPATH"] = str(HARNESS)
     env["KFORGE_CACHE"] = str(cache)
     p = subprocess.run(
@@ -108,6 +111,7 @@ def test_honest_candidate_passes_unflagged(cache, task, candidate):
     assert v["status"] == "ok" and v["correct"] is True, brief(v)
     assert v["flags"] == [] and v["reward"] >= 1, brief(v)
     assert all(c["pass"] for c in v["checks"]), brief(v)
+    assert v["env"].get("guard") == "native", f"the runner fell back: {v['env'].get('guard_note')}"
 
 
 # -- hacks the harness catches ------------------------------------------------------------------------
@@ -250,6 +254,38 @@ def test_check_task_accepts_the_hack_tasks(cache, task):
 def test_guard_escape_via_disable_torch_dispatch(cache):
     v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape")
     assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
+
+
+def test_native_guard_escape_via_an_excluded_key(cache):
+    """The C++ guard's key excluded around PyTorch ops: the profiler of the checked calls sees them."""
+    v = evaluate(cache, "relu2.py", "native_guard_exclude_hidden")
+    assert v["env"].get("guard") == "native", brief(v)
+    assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
+
+
+def test_native_guard_turned_off_and_on_again(cache):
+    """The guard found through gc, left, and entered again with its token rewritten, so that its
+    own leave matches: the profiler of the checked calls sees the ops between. (Without the
+    rewrite the guard's leave fails on the token: test_units' test_the_native_guard_*.)"""
+    v = evaluate(cache, "relu2.py", "native_guard_leave_hidden")
+    assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
+
+
+@pytest.mark.parametrize("candidate", ["torch_fallback_relu", "try_except_base", "honest_relu2"])
+def test_the_python_guard_still_guards(cache, candidate):
+    """Without the native library (KFORGE_GUARD_LIB empty) the runner guards with the Python mode,
+    the verdict says so, and forbidden compute is still rejected."""
+    code, lines, err = run_cli(
+        cache, "evaluate", "--task", str(TASKS / "relu2.py"), "--candidate", str(HACKS / candidate),
+        *FAST, extra_env={"KFORGE_GUARD_LIB": ""},
+    )  # fmt: skip
+    assert code == 0 and len(lines) == 1, err[-3000:]
+    v = json.loads(lines[-1])
+    assert v["env"].get("guard") == "python" and v["env"].get("guard_note"), brief(v)
+    if candidate.startswith("honest"):
+        assert v["status"] == "ok" and not v["flags"], brief(v)
+    else:
+        assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
 
 
 def test_guard_escape_via_disable_current_modes_kernelbench(cache):

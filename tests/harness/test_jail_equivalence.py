@@ -58,6 +58,8 @@ def test_hack_verdict_same_in_jail(cache, task, candidate):
         assert "ModelNew could not be built" in inside["message"], brief(inside)
         return
     same(plain, inside)
+    if (task, candidate) in HONEST:  # the jail shows the runner the native guard's library
+        assert inside["env"].get("guard") == "native", inside["env"].get("guard_note")
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -129,6 +129,12 @@ def test_scan_ignores_docstrings_but_not_code_strings():
     assert flags == ["introspection"] and any("_getframe" in d for d in details)
 
 
+@pytest.mark.parametrize("needle", ["DispatchKey", "NativeGuard", "kforge-guard"])
+def test_scan_flags_strings_that_reach_for_the_native_guard(needle):
+    flags, details = scan_source(f'import torch\nk = getattr(torch, "_C")\nn = "{needle}"\n', "native")
+    assert "introspection" in flags and any(needle in d for d in details), (flags, details)
+
+
 def test_gpu_lock_is_exclusive_between_processes(tmp_path):
     """Two harnesses sharing a GPU: the second waits until the first releases (or dies)."""
     import subprocess

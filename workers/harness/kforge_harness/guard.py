@@ -1,9 +1,14 @@
 """Runner-side guards: forbid PyTorch compute inside ``ModelNew.forward``, detect tampering.
 
-``ComputeGuard`` is a TorchDispatchMode that lets through only allocations, views and metadata
-queries; any other ATen operator is recorded and aborted with ``ForbiddenOp``, which derives
-from BaseException so that a candidate's ``except Exception`` cannot swallow it. C++ calls
-through the dispatcher (load_inline extensions calling ATen) are seen as well.
+Two guards keep the same contract; ``make_guard`` picks one. ``NativeGuard`` (the default) is
+the C++ library of ``nativeguard.py``: a dispatcher fallback above Autograd that sees every
+operator call of the thread, about 0.25 us each. ``ComputeGuard`` is a TorchDispatchMode in
+Python, 3 to 20 us a call, kept for a runner that cannot load the library. Both let through
+only allocations, views and metadata queries; any other ATen operator is recorded and aborted
+(``ForbiddenOp``, which derives from BaseException so that a candidate's ``except Exception``
+cannot swallow it; the native guard's C++ error can be caught, but the operator is recorded all
+the same, and the record is what the runner reports). C++ calls through the dispatcher
+(load_inline extensions calling ATen) are seen as well.
 
 ``Integrity`` snapshots the functions the timing and checking code relies on before the
 candidate is imported, and reports any that changed afterwards.
@@ -102,6 +107,7 @@ class ComputeGuard(TorchDispatchMode):
         super().__init__()
         self.violations: list[str] = []
         self.ops = 0
+        self.tampered = False  # NativeGuard's; a mode popped from the stack shows in guard_active
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops += 1
@@ -112,14 +118,55 @@ class ComputeGuard(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class NativeGuard:
+    """ComputeGuard's contract through the C++ guard: ``with NativeGuard(lib):`` checks every
+    dispatcher call the thread makes, and ``violations`` lists the refused operators' names.
+    Composite operators (CompositeImplicitAutograd with no kernel of their own) pass, and the
+    calls they make are checked one by one, as the Python mode sees them."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self._token = 0
+        self.violations: list[str] = []
+        self.ops = 0
+        self.tampered = False  # left (or left and entered again) by someone else in between
+
+    def __enter__(self) -> NativeGuard:
+        self._token = self._lib.enter()
+        if self._token <= 0:
+            raise RuntimeError("the native compute guard is on already on this thread")
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        refused = self._lib.leave(self._token)
+        self.ops = int(self._lib.calls())
+        if refused < 0:
+            self.tampered = True
+        elif refused:
+            self.violations = self._lib.refused_names() or ["?"] * int(refused)
+            if exc_type is not None and not issubclass(exc_type, ForbiddenOp):
+                raise ForbiddenOp(f"PyTorch operator aten.{self.violations[0]} called from ModelNew") from exc
+
+    def intact(self) -> bool:
+        """True while this guard is on and nothing excluded its dispatch key."""
+        return bool(self._lib.intact(self._token))
+
+
+def make_guard(native: Any) -> NativeGuard | ComputeGuard:
+    """A fresh guard: the native one when its library is loaded (``native``), else the Python one."""
+    return NativeGuard(native) if native is not None else ComputeGuard()
+
+
 try:  # an internal API: bound once, as guard_active runs in every timed call
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
 except ImportError:  # pragma: no cover - depends on the PyTorch version
     _mode_stack = None
 
 
-def guard_active(guard: ComputeGuard) -> bool:
-    """True when ``guard`` is still on the dispatch-mode stack."""
+def guard_active(guard: NativeGuard | ComputeGuard) -> bool:
+    """True when ``guard`` is still on (its key included, or the mode still on the stack)."""
+    if isinstance(guard, NativeGuard):
+        return guard.intact()
     if _mode_stack is None:
         return True
     try:

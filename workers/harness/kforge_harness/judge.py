@@ -297,6 +297,10 @@ class Evaluation:
         reply = self._request(msg, o.init_timeout)
         wire.clear(self.xfer)
         self.v.r["build"]["init_seconds"] = round(time.monotonic() - t0, 3)
+        if reply.get("guard") in ("native", "python"):  # the runner's word (informative)
+            self.v.r["env"]["guard"] = reply["guard"]
+            if reply.get("guard_note"):
+                self.v.r["env"]["guard_note"] = str(reply["guard_note"])[:200]
         self.mark("runner_ready")
         if "error" in reply:
             return self.v.finish(

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kforge_harness import build, jailwrap, poolclient
+from kforge_harness import build, jailwrap, nativeguard, poolclient
 from kforge_harness.candidate import Candidate, CandidateError, detect
 from kforge_harness.gpulock import GpuLock
 from kforge_harness.policy import Policy
@@ -250,8 +250,16 @@ def runner_env_wrap(
     inner = {k: env[k] for k in ("PYTHONPATH", "KFORGE_BACKEND", "TORCH_EXTENSIONS_DIR")}
     if env.get("LD_LIBRARY_PATH"):
         inner["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
+    guard_lib = nativeguard.library_path()  # the runner reads it inside the jail
+    inner[nativeguard.ENV_PATH] = guard_lib or ""
     wrap = jailwrap.run_prefix(
-        o.jail, xfer, [HARNESS_PARENT, *readable], inner, _jail_gpu(o), mem, lifetime_s
+        o.jail,
+        xfer,
+        [HARNESS_PARENT, *readable, *([guard_lib] if guard_lib else [])],
+        inner,
+        _jail_gpu(o),
+        mem,
+        lifetime_s,
     )
     return env, wrap, mem
 

@@ -34,7 +34,12 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import devshare, timing, wire  # noqa: E402
+from kforge_harness import (  # noqa: E402
+    devshare,
+    nativeguard,  # noqa: E402
+    timing,
+    wire,
+)
 from kforge_harness import guard as guardmod  # noqa: E402
 from kforge_harness.transport import Transport  # noqa: E402
 
@@ -84,6 +89,8 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
+        # the C++ guard, or None (then the Python one guards, and guard_note says why)
+        self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
 
     # -- set-up -------------------------------------------------------------------------
     def _shadow_numpy_escapes(self) -> None:
@@ -162,14 +169,19 @@ class Runner:
             else:
                 flags.append("parameters_not_shared")
         self.model = model.to(self.device)
-        return {"ok": True, "flags": flags}
+        return {
+            "ok": True,
+            "flags": flags,
+            "guard": "native" if self.native else "python",
+            "guard_note": self.guard_note,
+        }
 
     # -- one guarded call ----------------------------------------------------------------
     def _forward(self, inputs: list[Any]) -> tuple[Any, list[str]]:
         assert self.model is not None
         flags: list[str] = []
         calls_before = sum(k.calls for k in self.kernels)
-        g = guardmod.ComputeGuard()
+        g = guardmod.make_guard(self.native)
         self.foreign.clear()
         self.in_forward = True
         try:
@@ -181,6 +193,8 @@ class Runner:
             out = None
         finally:
             self.in_forward = False
+        if g.tampered and "guard_tamper" not in flags:
+            flags.append("guard_tamper")
         if g.violations:
             flags.append("torch_compute")
         if self.foreign:
@@ -352,7 +366,7 @@ def _profiler() -> Any:
     return torch.autograd.profiler.profile(use_kineto=False)
 
 
-def warm_up(backend: str, standby: bool = False) -> None:
+def warm_up(backend: str, native: Any, standby: bool = False) -> None:
     """Pays the one-time costs of the CUDA context, the profiler and the guard before the first
     command, while the judge is busy; nothing of the candidate's has been imported yet. In
     ``standby`` (a pool's runner) nothing runs on the GPU yet, which may be timing another
@@ -364,7 +378,7 @@ def warm_up(backend: str, standby: bool = False) -> None:
     with _profiler() as prof:
         x.add_(1)
     list(prof.function_events)
-    with guardmod.ComputeGuard():  # its first use imports torch._dynamo (two seconds)
+    with guardmod.make_guard(native):  # the Python one's first use imports torch._dynamo (2 s)
         torch.empty_like(x)
     if not standby:
         warm_up_device(backend)
@@ -445,7 +459,7 @@ def main(argv: list[str]) -> int:
         p.error("--candidate and --format are required unless --standby")
     dev_sock = _connect(args.dev_sock) if args.backend == "cuda" and not args.standby else None
     runner = Runner(args, dev_sock)
-    warm_up(args.backend, args.standby)  # while the judge builds its reference (or in standby)
+    warm_up(args.backend, runner.native, args.standby)  # while the judge builds its reference (or in standby)
     cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
     reply_fd = os.open(args.reply_fifo, os.O_WRONLY | os.O_CLOEXEC)
     if args.standby:

@@ -88,6 +88,9 @@ SUSPICIOUS_STRINGS = [
     "/mem",
     "get_objects",
     "ComputeGuard",
+    "NativeGuard",
+    "DispatchKey",
+    "kforge-guard",
     "settrace",
     "setprofile",
 ]
