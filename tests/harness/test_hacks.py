@@ -288,6 +288,14 @@ def test_the_python_guard_still_guards(cache, candidate):
         assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)
 
 
+def test_an_extension_that_calls_past_the_dispatcher_is_rejected(cache):
+    """at::_ops::*::redispatch below the guards' keys is seen by neither guard nor the profiler
+    (they watch the dispatcher's entry); the runner reads what the extension's library imports."""
+    v = evaluate(cache, "relu2.py", "redispatch_kb_hidden.py")
+    assert v["status"] == "rejected" and "torch_internals" in v["flags"], brief(v)
+    assert any("redispatch" in d for d in v["flag_details"]), brief(v)
+
+
 def test_guard_escape_via_disable_current_modes_kernelbench(cache):
     v = evaluate(cache, "relu2.py", "torch_fallback_guard_escape_kb.py")
     assert v["status"] == "rejected" and "torch_compute" in v["flags"], brief(v)

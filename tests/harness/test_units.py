@@ -129,7 +129,7 @@ def test_scan_ignores_docstrings_but_not_code_strings():
     assert flags == ["introspection"] and any("_getframe" in d for d in details)
 
 
-@pytest.mark.parametrize("needle", ["DispatchKey", "NativeGuard", "kforge-guard"])
+@pytest.mark.parametrize("needle", ["DispatchKey", "NativeGuard", "kforge-guard", "redispatch", "at::native"])
 def test_scan_flags_strings_that_reach_for_the_native_guard(needle):
     flags, details = scan_source(f'import torch\nk = getattr(torch, "_C")\nn = "{needle}"\n', "native")
     assert "introspection" in flags and any(needle in d for d in details), (flags, details)

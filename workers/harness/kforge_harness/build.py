@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kforge_harness import jailwrap
+from kforge_harness import elfsyms, jailwrap
 from kforge_harness.candidate import Candidate
 
 DIAG_LIMIT = 4000
@@ -251,7 +251,12 @@ def build_cuda_agent(
     final_dir = os.path.join(cache_dir(), "ext", key)
     marker = os.path.join(final_dir, "ok")
     if os.path.isfile(marker):
-        return BuildResult(ext_dir=final_dir, cached=True, command=["torch.utils.cpp_extension.load"])
+        return BuildResult(
+            ext_dir=final_dir,
+            cached=True,
+            command=["torch.utils.cpp_extension.load"],
+            flags=extension_flags(final_dir),
+        )
     os.makedirs(final_dir, exist_ok=True)
     sources = [f for f in cand.kernel_files if f.endswith((".cu", ".cpp"))]
     script = (
@@ -277,4 +282,15 @@ def build_cuda_agent(
         seconds=time.monotonic() - t0,
         command=["torch.utils.cpp_extension.load"],
         diagnostics=trim(diag),
+        flags=extension_flags(final_dir),
     )
+
+
+def extension_flags(ext_dir: str) -> list[str]:
+    """``torch_internals`` when a library the extension build made imports what reaches past
+    the dispatcher (elfsyms.FORBIDDEN_IMPORTS). The runner checks the libraries it loads as well
+    (KernelBench's load_inline builds at import); this is the judge's own look, before any run."""
+    for name in sorted(os.listdir(ext_dir)):
+        if name.endswith(".so") and elfsyms.forbidden_imports(os.path.join(ext_dir, name)):
+            return ["torch_internals"]
+    return []

@@ -184,6 +184,9 @@ class Evaluation:
                 self.v.flag(f)
         if reply.get("tampered"):
             self.v.r["flag_details"].append(f"changed by the candidate: {str(reply['tampered'])[:500]}")
+        for d in (reply.get("details") or [])[:8] if isinstance(reply.get("details"), list) else []:
+            if str(d)[:300] not in self.v.r["flag_details"]:
+                self.v.r["flag_details"].append(str(d)[:300])
         return reply
 
     def _progress(self, phase: str) -> None:

@@ -34,12 +34,7 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import (  # noqa: E402
-    devshare,
-    nativeguard,  # noqa: E402
-    timing,
-    wire,
-)
+from kforge_harness import devshare, elfsyms, nativeguard, timing, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
 from kforge_harness.transport import Transport  # noqa: E402
 
@@ -91,6 +86,9 @@ class Runner:
         self.last_inputs: list[Any] | None = None
         # the C++ guard, or None (then the Python one guards, and guard_note says why)
         self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
+        # shared objects mapped before the candidate's import (PyTorch's, Python's, the guard's):
+        # any later one that is not the interpreter's or PyTorch's is checked by _new_libraries
+        self.seen_libraries = elfsyms.loaded_libraries()
 
     # -- set-up -------------------------------------------------------------------------
     def _shadow_numpy_escapes(self) -> None:
@@ -203,6 +201,34 @@ class Runner:
             flags.append("kernel_not_launched")
         return out, flags
 
+    def _new_libraries(self) -> tuple[list[str], list[str]]:
+        """(flags, details) for the shared objects loaded since the last look that import what
+        reaches past the dispatcher (elfsyms.FORBIDDEN_IMPORTS): a C++ extension's calls that
+        neither guard nor the profiler would see. Libraries of the interpreter's and PyTorch's
+        own installation (loaded lazily, and allowed those imports) are not checked."""
+        now = elfsyms.loaded_libraries()
+        fresh, self.seen_libraries = now - self.seen_libraries, self.seen_libraries | now
+        roots = tuple(
+            os.path.join(os.path.realpath(r), "")
+            for r in {
+                sys.prefix,
+                sys.base_prefix,
+                sys.exec_prefix,
+                os.path.dirname(os.path.dirname(torch.__file__)),
+                "/usr",
+                "/lib",
+                "/lib64",
+            }
+        )
+        details = []
+        for path in sorted(fresh):
+            if os.path.realpath(path).startswith(roots):
+                continue
+            details += [
+                f"{os.path.basename(path)} imports {what}" for what in elfsyms.forbidden_imports(path)
+            ]
+        return (["torch_internals"] if details else []), details
+
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:
         (fresh,) = self.transport.decode_all(msg, [msg["inputs"]], device=self.device)
         if msg.get("reuse") and self.last_inputs is not None:
@@ -297,9 +323,11 @@ class Runner:
         flags += self._check_outputs(inputs, snap, out)
         if self._late_writes(out, out_snap, min(0.2, 0.01 + 2 * elapsed)):
             flags.append("background_work")
+        lib_flags, details = self._new_libraries()  # one loaded from inside forward
+        flags += lib_flags
         counter, arenas = [0], []
         enc = self.transport.encode(f"out{msg['seq']}_", _plain(out_snap), counter, arenas)
-        return {"outputs": enc, "arenas": arenas, "flags": sorted(set(flags))}
+        return {"outputs": enc, "arenas": arenas, "flags": sorted(set(flags)), "details": details}
 
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Imports the judge's probe arena and checks its bytes: the device channel works. No probe:

@@ -91,6 +91,9 @@ SUSPICIOUS_STRINGS = [
     "NativeGuard",
     "DispatchKey",
     "kforge-guard",
+    "redispatch",
+    "at::native",
+    "at::_ops",
     "settrace",
     "setprofile",
 ]
