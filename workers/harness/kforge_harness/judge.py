@@ -184,7 +184,8 @@ class Evaluation:
                 self.v.flag(f)
         if reply.get("tampered"):
             self.v.r["flag_details"].append(f"changed by the candidate: {str(reply['tampered'])[:500]}")
-        for d in (reply.get("details") or [])[:8] if isinstance(reply.get("details"), list) else []:
+        details = reply.get("details")
+        for d in details[:8] if isinstance(details, list) else []:
             if str(d)[:300] not in self.v.r["flag_details"]:
                 self.v.r["flag_details"].append(str(d)[:300])
         return reply

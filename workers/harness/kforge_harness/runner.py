@@ -87,8 +87,21 @@ class Runner:
         # the C++ guard, or None (then the Python one guards, and guard_note says why)
         self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
         # shared objects mapped before the candidate's import (PyTorch's, Python's, the guard's):
-        # any later one that is not the interpreter's or PyTorch's is checked by _new_libraries
+        # any later one outside the trusted roots (the interpreter's and PyTorch's installation,
+        # the system's) is checked by _new_libraries after each checked call
         self.seen_libraries = elfsyms.loaded_libraries()
+        self.trusted_roots = tuple(
+            os.path.join(os.path.realpath(r), "")
+            for r in {
+                sys.prefix,
+                sys.base_prefix,
+                sys.exec_prefix,
+                os.path.dirname(os.path.dirname(torch.__file__)),
+                "/usr",
+                "/lib",
+                "/lib64",
+            }
+        )
 
     # -- set-up -------------------------------------------------------------------------
     def _shadow_numpy_escapes(self) -> None:
@@ -208,21 +221,9 @@ class Runner:
         own installation (loaded lazily, and allowed those imports) are not checked."""
         now = elfsyms.loaded_libraries()
         fresh, self.seen_libraries = now - self.seen_libraries, self.seen_libraries | now
-        roots = tuple(
-            os.path.join(os.path.realpath(r), "")
-            for r in {
-                sys.prefix,
-                sys.base_prefix,
-                sys.exec_prefix,
-                os.path.dirname(os.path.dirname(torch.__file__)),
-                "/usr",
-                "/lib",
-                "/lib64",
-            }
-        )
         details = []
         for path in sorted(fresh):
-            if os.path.realpath(path).startswith(roots):
+            if os.path.realpath(path).startswith(self.trusted_roots):
                 continue
             details += [
                 f"{os.path.basename(path)} imports {what}" for what in elfsyms.forbidden_imports(path)
@@ -323,7 +324,9 @@ class Runner:
         flags += self._check_outputs(inputs, snap, out)
         if self._late_writes(out, out_snap, min(0.2, 0.01 + 2 * elapsed)):
             flags.append("background_work")
-        lib_flags, details = self._new_libraries()  # one loaded from inside forward
+        # libraries loaded since the last checked call: at import (load_inline, an extension), in
+        # __init__ or inside forward; every evaluation makes checked calls before any timing
+        lib_flags, details = self._new_libraries()
         flags += lib_flags
         counter, arenas = [0], []
         enc = self.transport.encode(f"out{msg['seq']}_", _plain(out_snap), counter, arenas)
