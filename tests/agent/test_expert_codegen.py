@@ -222,6 +222,23 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.cumsum(y.t().flip(1), 1).flip(1).t() - torch.cumsum(x[:, ::2].flip(-1), -1).flip(-1).sum()",
         "64, 32",
     ),
+    # einsum as the matrix product it is (expert_plan_einsum.c): either operand transposed,
+    # batch indices, an implicit output, a tensor's last dim times a matrix
+    "einsums": (
+        "return torch.einsum('ij,kj->ik', x, y).sum(1, keepdim=True) + torch.einsum('ki,kj->ij', x, y).mean()"
+        " + torch.einsum('bij,bjk->bik', x.view(4, 16, 32), y.view(4, 16, 32).transpose(1, 2)).mean()"
+        " + torch.einsum('bhqd,bhkd->bhqk', x.view(2, 2, 16, 32), y.view(2, 2, 16, 32)).amax()"
+        " + torch.einsum('ij,jk', x, y.T).sum(0, keepdim=True).T"
+        " + torch.einsum('bijl,lk->bijk', [x.view(2, 4, 8, 32), y.T]).sum()",
+        "64, 32",
+    ),
+    # tril and triu (expert_tri.c), functions and methods, any diagonal, over a matmul's output
+    # and over a batch of matrices: a select against a mask made once
+    "triangles": (
+        "return torch.tril(x @ y.T)[:, :32] + torch.triu(x, diagonal=1) * 2 + x.tril(-3)"
+        " - torch.triu(torch.relu(y), 2) + torch.tril(x.view(4, 16, 32), 5).view(64, 32)",
+        "64, 32",
+    ),
 }
 
 
@@ -697,6 +714,29 @@ def get_init_inputs():
     return []
 """
 
+SCALAR_INPUT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.smin = nn.Softmin(dim=0)
+
+    def forward(self, s, x, t):
+        return F.softmin(x * s, dim=1) + self.smin(x) * t - s / t
+
+
+def get_inputs():
+    return [2.5, torch.randn(48, 10), 0.75]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
     "cross_entropy": XENT,
@@ -705,6 +745,9 @@ MODULE_TASKS = {
     "conv_family": CONV_FAMILY,
     "five_d": FIVE_D,
     "prelu_normalize_expand": PRELU_NORMALIZE,
+    # Python numbers among the inputs, the first of them first (KernelBench's matrix times a
+    # scalar), read as 0-d tensors; Softmin, module and function
+    "scalar_input": SCALAR_INPUT,
 }
 
 
@@ -738,7 +781,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return torch.cumsum(x.flip(1), 0).flip(1) + y", "flip"),
         ("return torch.diag(x[0]) + y[:32, :]", "diag"),
         ("return torch.diag(x) + 1", "diag"),
-        ("return torch.einsum('ij,kj->ik', x, y)", "einsum"),
+        ("return torch.einsum('ij,ij->i', x, y)", "einsum"),
+        ("return torch.einsum('bij,bjk->bki', x.view(4, 16, 32), y.view(4, 32, 16))", "einsum"),
         ("return torch.stack([x, y], dim=0)", "stack"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),

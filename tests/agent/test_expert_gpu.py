@@ -42,7 +42,63 @@ def harness(*args: str, timeout: float) -> dict:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", TASKS)
 def test_expert_plan_is_correct_on_the_gpu(tmp_path: Path, name: str, variant: int) -> None:
-    task = TASK_DIR / f"{name}.py"
+    judged_plan(TASK_DIR / f"{name}.py", name, tmp_path, variant)
+
+
+# shapes the tasks do not reach: the one-column products (expert_gemm.c's warp-per-row gemv)
+# with an odd k (the scalar loop), a 1-D vector, a linear layer of one output (b transposed),
+# a batch; tril and triu with diagonals over a matmul's output and a batch of matrices
+# (expert_tri.c); einsums (expert_plan_einsum.c); a Python number among the inputs
+EDGES = {
+    "one_column_products": (
+        "a, v, x, a3, b3",
+        "return torch.matmul(a, v)[:, None] + F.linear(x, self.w) + torch.bmm(a3, b3).reshape(300, 1)",
+        "self.w = nn.Parameter(torch.randn(1, 256) * 0.1)",
+        "[torch.randn(300, 1001), torch.randn(1001), torch.randn(300, 256), torch.randn(3, 100, 64),"
+        " torch.randn(3, 64, 1)]",
+    ),
+    "triangles_einsum_scalar": (
+        "a, b, s",
+        "return (torch.tril(a @ b, -1) + torch.triu(torch.einsum('ik,jk->ij', a, b.T), 2) * s"
+        " + torch.tril(torch.einsum('bij,bjk->bik', a.view(4, 96, 96), b.view(4, 96, 96)), 3)"
+        ".reshape(384, 96).sum(1, keepdim=True))",
+        "pass",
+        "[torch.randn(384, 96), torch.randn(96, 384), 0.5]",
+    ),
+}
+EDGE_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+
+    def forward(self, {args}):
+        {body}
+
+
+def get_inputs():
+    return {inputs}
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("name", list(EDGES))
+def test_expert_edges_are_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
+    args, body, init, inputs = EDGES[name]
+    task = tmp_path / f"{name}.py"
+    task.write_text(EDGE_TASK.format(args=args, body=body, init=init, inputs=inputs))
+    judged_plan(task, name, tmp_path, 0)
+
+
+def judged_plan(task: Path, name: str, tmp_path: Path, variant: int) -> None:
     graph = tmp_path / "graph.json"
     info = harness("inspect", "--task", str(task), "--backend", "cuda", timeout=300)
     graph.write_text(json.dumps(info))

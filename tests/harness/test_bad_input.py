@@ -27,6 +27,17 @@ def test_good_candidate_is_ok(harness):
     assert v["speedup_vs_eager"] > 0 and v["timing"]["candidate"]["trials"] >= 10
 
 
+def test_a_check_skipped_for_a_reference_that_overflows(harness):
+    """The heavy_tailed check is skipped (the reference is infinite there); the check after it
+    still reads the candidate's outputs (make test-gpu runs this through device arenas, where
+    the skipped outputs' arena must be taken off the channel)."""
+    v = evaluate(harness, "good", str(CASES / "task_overflow_tail.py"))
+    assert v["status"] == "ok" and v["correct"] is True, v
+    kinds = {c["kind"]: c for c in v["checks"]}
+    assert kinds["heavy_tailed"]["pass"] is None and "not finite" in kinds["heavy_tailed"]["skipped"]
+    assert kinds["shape:0"]["pass"] is True
+
+
 @pytest.mark.parametrize(
     "task,needle", [("task_syntax.py", "does not parse"), ("task_raises.py", "boom at import")]
 )

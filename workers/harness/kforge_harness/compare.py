@@ -18,6 +18,14 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 # this suggests lower precision (TF32 lands near 1e-3, fp16 near 1e-3, bf16 near 1e-2) rather
 # than a wrong computation.
 NEAR_MISS_L2 = 3e-2
+# A float32 output can miss the tolerance however it is computed: where the terms of a sum
+# cancel (a matmul's outputs summed over 4096 features), the reference's own rounding error is
+# far above atol, and only the reference's order of operations lands within it. For a near
+# miss the judge then computes the reference in float64 as well (conditioned()); the candidate
+# passes when it is within the tolerance of the float64 values widened by this many times the
+# float32 reference's own largest error: as accurate as float32 arithmetic allows there, in any
+# order of operations. TF32 or half-precision arithmetic lands thousands of times past that.
+REF_ERROR_FACTOR = 4.0
 
 
 def flatten(value: Any) -> list[Any]:
@@ -123,4 +131,46 @@ def compare(
             rec["near_miss"] = loose_ok
             return rec
     rec.update({"pass": True, "max_abs_err": max_abs, "max_rel_err": max_rel})
+    return rec
+
+
+def conditioned(
+    outputs: Any, ref32: Any, ref64: Any, override: dict[str, float] | None, strict: bool
+) -> dict[str, Any]:
+    """The check of a near miss against the float64 reference ``ref64`` (see REF_ERROR_FACTOR):
+    each floating output within its tolerance of ref64 plus its slack, REF_ERROR_FACTOR times
+    the largest |ref32 - ref64| over its finite elements; every other output exactly equal to
+    ref32's. The record's ``slack`` lists the slack of each output (0 where exact)."""
+    outs, r32s, r64s = flatten(outputs), flatten(ref32), flatten(ref64)
+    rec: dict[str, Any] = {"pass": False, "slack": [], "max_abs_err": 0.0}
+    if not len(outs) == len(r32s) == len(r64s):
+        rec["reason"] = "the float64 reference has another structure"
+        return rec
+    for i, (o, a, b) in enumerate(zip(outs, r32s, r64s)):
+        if not isinstance(a, torch.Tensor):
+            ok = o == a
+        elif not (isinstance(o, torch.Tensor) and o.shape == a.shape and o.dtype == a.dtype):
+            ok = False
+        elif not a.dtype.is_floating_point:
+            ok = _close(o, a, 0.0, 0.0)[0]
+        elif not (isinstance(b, torch.Tensor) and b.shape == a.shape):
+            ok = False
+        else:
+            atol, rtol = tolerance_for(a.dtype, override, strict)
+            r64 = b.detach().to(a.device, torch.float64)
+            own = (a.detach().to(torch.float64) - r64).abs()
+            own = torch.where(torch.isfinite(own), own, torch.zeros_like(own))
+            slack = REF_ERROR_FACTOR * float(own.max()) if own.numel() else 0.0
+            ok, err, _ = _close(o, r64, atol + slack, rtol)
+            rec["slack"].append(slack)
+            rec["max_abs_err"] = max(rec["max_abs_err"], err)
+            if not ok:
+                rec["reason"] = f"output {i}: beyond the float64 reference's tolerance plus {slack:.3g}"
+                return rec
+            continue
+        rec["slack"].append(0.0)
+        if not ok:
+            rec["reason"] = f"output {i} differs from the reference"
+            return rec
+    rec["pass"] = True
     return rec

@@ -120,9 +120,10 @@ class Fingerprint:
             values.append(float(torch.dot(flat, self.weights(flat.device, flat.numel(), i))))
         return values
 
-    def tolerance(self, ref: Any, atol: float, rtol: float) -> list[float]:
-        """Bound on |fingerprint(out) - fingerprint(ref)| for outputs within atol/rtol of ``ref``,
-        plus float32 summation error."""
+    def tolerance(self, ref: Any, atol: float, rtol: float, slack: list[float] | None = None) -> list[float]:
+        """Bound on |fingerprint(out) - fingerprint(ref)| for outputs within atol/rtol of ``ref``
+        (output i's atol widened by slack[i]: compare.conditioned), plus float32 summation
+        error."""
         refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
         bounds = []
         for i, r in enumerate(refs):
@@ -131,7 +132,8 @@ class Fingerprint:
                 continue
             flat = r.detach().reshape(-1).to(torch.float32)
             w = self.weights(flat.device, flat.numel(), i).abs()
-            elementwise = float(torch.dot(w, atol + rtol * flat.abs().nan_to_num(0.0, 0.0, 0.0)))
+            a = atol + (slack[i] if slack and i < len(slack) else 0.0)
+            elementwise = float(torch.dot(w, a + rtol * flat.abs().nan_to_num(0.0, 0.0, 0.0)))
             summation = 1e-5 * float(torch.dot(w, flat.abs().nan_to_num(0.0, 0.0, 0.0))) + 1e-6
             bounds.append(elementwise + summation)
         return bounds

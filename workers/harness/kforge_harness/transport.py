@@ -91,6 +91,13 @@ class Transport:
             for a in mapped:
                 a.close()
 
+    def discard(self, msg: dict[str, Any], max_bytes: int | None = None) -> None:
+        """Takes the descriptors of ``msg``'s arenas off the socket and closes them unread: a
+        reply whose values are not wanted (the reference was not finite) still sent them, and
+        the next reply's would otherwise come out of sequence."""
+        for a in self.open_arenas(msg.get("arenas"), max_bytes):
+            a.close()
+
     def open_arenas(self, arenas: Any, max_bytes: int | None = None) -> list[Any]:
         if arenas is None or arenas == []:
             return []

@@ -48,8 +48,10 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
 
 /* The kernel source of variant v (owned), defining extern "C" fn(in0.., out, n) over a body
  * (`const float vN = ...;` reading in0[i].. and ending with `out[i] = vK;`) for the backend;
- * NULL when v is past the last. */
-char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v);
+ * NULL when v is past the last. scalar (NULL: none): input k holds one value (a 0-d constant,
+ * a parameter of one element) that every element reads, as inK[0]. */
+char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs,
+                    const unsigned char *scalar, int v);
 
 /* "const float *RESTRICT in0, ..., float *RESTRICT out, int64_t n", into b. */
 void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);

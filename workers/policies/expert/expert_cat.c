@@ -167,7 +167,8 @@ int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     }
     snprintf(out, sizeof(out), "t%d", k);
     kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s = _alloc(_cat_shape(%lld, %.*s), x0)", out, d, (int)strlen(xs) - 2, xs);
+    kfx_line(p, "%s = _alloc(_cat_shape(%lld, %.*s), %s)", out, d, (int)strlen(xs) - 2, xs,
+             p->like);
     kfx_line(p, "%s_g = _geom(%s.shape, (%lld,), True)", out, out, d);
     kfx_line(p, "self.k.%s(%s%s, %s_g[0], %s_g[2]%s)", st->fn, xs, out, out, out, lens);
     return 1;

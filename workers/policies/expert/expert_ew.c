@@ -31,6 +31,25 @@ static const char *num_kw(const json_t *kw, const char *name, double def, char b
     return kfw_ew_lit(json_is_number(v) ? json_number_value(v) : def, buf);
 }
 
+/* a ** b as C: the small exponents as PyTorch's own kernels compute them (products, a square
+ * root, a reciprocal: exact or within an ulp, and far cheaper than powf, which the tanh GELU
+ * written out with torch.pow(x, 3.0) spent most of its time in), powf otherwise. */
+static void pow_expr(const char *a, const char *b, char *e, size_t n) {
+    static const char *const forms[][2] = {{"1.0f", "(%s)"},
+                                           {"2.0f", "((%s) * (%s))"},
+                                           {"3.0f", "((%s) * (%s) * (%s))"},
+                                           {"0.5f", "sqrtf(%s)"},
+                                           {"-1.0f", "(1.0f / (%s))"},
+                                           {"-2.0f", "(1.0f / ((%s) * (%s)))"},
+                                           {"-0.5f", "(1.0f / sqrtf(%s))"}};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
+        if (!strcmp(b, forms[i][0])) {
+            snprintf(e, n, forms[i][1], a, a, a);
+            return;
+        }
+    snprintf(e, n, "powf(%s, %s)", a, b);
+}
+
 /* softplus(a; beta, threshold) = a where beta * a > threshold, else log1p(exp(beta * a)) / beta
  * (torch.nn.functional.softplus); the defaults (1, 20) in the form kfw_tanh_softplus reads. */
 static int softplus(const json_t *kw, const char *a, char *e, size_t n) {
@@ -142,7 +161,7 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
         else if (!strcmp(op, "maximum") || !strcmp(op, "minimum"))
             snprintf(e, n, "f%sf(%s, %s)", !strcmp(op, "maximum") ? "max" : "min", a, b);
         else if (!strcmp(op, "pow"))
-            snprintf(e, n, "powf(%s, %s)", a, b);
+            pow_expr(a, b, e, n);
         else
             return -1;
         return 0;
@@ -251,9 +270,37 @@ void kfw_row4_check(struct kf_buf *b, const struct kfw_row4 *r, const char *var,
                 var, var, k, k, r->in, k, k, k, k);
 }
 
-static char *cpu_kernel(const char *fn, const char *body, int n, int v) {
+/* body with inK[i] read as inK[0] for each scalar input k (owned; NULL when none is). */
+static char *scalar_reads(const char *body, int n, const unsigned char *scalar) {
+    bool any = false;
+    for (int k = 0; scalar && k < n; k++)
+        any = any || scalar[k];
+    if (!any)
+        return NULL;
+    struct kf_buf b = {0};
+    for (const char *p = body; *p;) {
+        char *end;
+        if (p[0] == 'i' && p[1] == 'n' && p[2] >= '0' && p[2] <= '9') {
+            long k = strtol(p + 2, &end, 10);
+            if (k < n && scalar[k] && strncmp(end, "[i]", 3) == 0) {
+                kf_buf_printf(&b, "in%ld[0]", k);
+                p = end + 3;
+                continue;
+            }
+        }
+        kf_buf_append(&b, p, 1);
+        p++;
+    }
+    return b.data;
+}
+
+static char *cpu_kernel(const char *fn, const char *body, int n, const unsigned char *scalar,
+                        int v) {
     if (v > 1)
         return NULL;
+    char *own = scalar_reads(body, n, scalar);
+    if (own)
+        body = own;
     struct kf_buf b = {0};
     kf_buf_printf(&b, "// kforge expert, variant %d: one fused elementwise pass, OpenMP%s.\n", v,
                   v == 0 ? " parallel for simd" : " over blocks of 16384, simd inside");
@@ -280,32 +327,53 @@ static char *cpu_kernel(const char *fn, const char *body, int n, int v) {
     }
     kf_buf_printf(&b, "    return 0;\n}\n");
     free(cpu);
+    free(own);
     return b.data;
 }
 
 /* The float4 kernel of a body's element function: four elements per thread and load. */
-static void vec4_kernel(struct kf_buf *b, int n) {
+static bool is_scalar(const unsigned char *scalar, int k) {
+    return scalar != NULL && scalar[k];
+}
+
+/* "    const float sK = inK[0];" for each scalar input (read once per thread). */
+static void scalar_loads(struct kf_buf *b, int n, const unsigned char *scalar) {
+    for (int k = 0; k < n; k++)
+        if (is_scalar(scalar, k))
+            kf_buf_printf(b, "    const float s%d = in%d[0];\n", k, k);
+}
+
+static void vec4_kernel(struct kf_buf *b, int n, const unsigned char *scalar) {
     kf_buf_printf(b, "__global__ void kf_vec4(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "const float4 *__restrict__ in%d, ", k);
-    kf_buf_printf(b, "float4 *__restrict__ out, int64_t n4) {\n"
-                     "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+        kf_buf_printf(b,
+                      is_scalar(scalar, k) ? "const float *__restrict__ in%d, "
+                                           : "const float4 *__restrict__ in%d, ",
+                      k);
+    kf_buf_printf(b, "float4 *__restrict__ out, int64_t n4) {\n");
+    scalar_loads(b, n, scalar);
+    kf_buf_printf(b, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                      "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; "
                      "i += stride) {\n");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "        const float4 a%d = in%d[i];\n", k, k);
+        if (!is_scalar(scalar, k))
+            kf_buf_printf(b, "        const float4 a%d = in%d[i];\n", k, k);
     kf_buf_printf(b, "        float4 o;\n");
     const char *lanes = "xyzw";
     for (int l = 0; l < 4; l++) {
         kf_buf_printf(b, "        o.%c = kf_elem(", lanes[l]);
         for (int k = 0; k < n; k++)
-            kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, lanes[l]);
+            if (is_scalar(scalar, k))
+                kf_buf_printf(b, "%ss%d", k ? ", " : "", k);
+            else
+                kf_buf_printf(b, "%sa%d.%c", k ? ", " : "", k, lanes[l]);
         kf_buf_printf(b, ");\n");
     }
     kf_buf_printf(b, "        out[i] = o;\n    }\n}\n\n");
 }
 
-static char *cuda_kernel(const char *fn, const char *body, int n, int v) {
+static char *cuda_kernel(const char *fn, const char *body, int n, const unsigned char *scalar,
+                         int v) {
     static const int threads[] = {256, 512, 128, 256};
     static const int vec[] = {4, 4, 4, 1};
     if (v > 3)
@@ -318,14 +386,16 @@ static char *cuda_kernel(const char *fn, const char *body, int n, int v) {
     kfw_ew_elem(&b, body, n, "__device__ __forceinline__");
     kf_buf_printf(&b, "\n__global__ void kf_scalar(");
     kfw_ew_params(&b, n, "__restrict__");
-    kf_buf_printf(&b, ") {\n    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
+    kf_buf_printf(&b, ") {\n");
+    scalar_loads(&b, n, scalar);
+    kf_buf_printf(&b, "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                       "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
                       "i += stride)\n        out[i] = kf_elem(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(&b, "%sin%d[i]", k ? ", " : "", k);
+        kf_buf_printf(&b, is_scalar(scalar, k) ? "%ss%d" : "%sin%d[i]", k ? ", " : "", k);
     kf_buf_printf(&b, ");\n}\n\n");
     if (vec[v] == 4)
-        vec4_kernel(&b, n);
+        vec4_kernel(&b, n, scalar);
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
     kf_buf_printf(&b, ") {\n    if (n <= 0)\n        return n < 0;\n    const int threads = %d;\n",
@@ -333,13 +403,14 @@ static char *cuda_kernel(const char *fn, const char *body, int n, int v) {
     if (vec[v] == 4) {
         kf_buf_printf(&b, "    bool aligned = n %% 4 == 0 && ((uintptr_t)out %% 16) == 0");
         for (int k = 0; k < n; k++)
-            kf_buf_printf(&b, " && ((uintptr_t)in%d %% 16) == 0", k);
+            if (!is_scalar(scalar, k))
+                kf_buf_printf(&b, " && ((uintptr_t)in%d %% 16) == 0", k);
         kf_buf_printf(&b,
                       ";\n    if (aligned) {\n        int64_t blocks = (n / 4 + threads - 1) / "
                       "threads;\n        if (blocks > 65535 * 8)\n            blocks = 65535 * 8;\n"
                       "        kf_vec4<<<(unsigned)blocks, threads, 0, 0>>>(");
         for (int k = 0; k < n; k++)
-            kf_buf_printf(&b, "(const float4 *)in%d, ", k);
+            kf_buf_printf(&b, is_scalar(scalar, k) ? "in%d, " : "(const float4 *)in%d, ", k);
         kf_buf_printf(&b,
                       "(float4 *)out, n / 4);\n        return (int)cudaGetLastError();\n    }\n");
     }
@@ -352,7 +423,8 @@ static char *cuda_kernel(const char *fn, const char *body, int n, int v) {
     return b.data;
 }
 
-char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v) {
-    return strcmp(backend, "cuda") == 0 ? cuda_kernel(fn, body, n_inputs, v)
-                                        : cpu_kernel(fn, body, n_inputs, v);
+char *kfw_ew_kernel(const char *backend, const char *fn, const char *body, int n_inputs,
+                    const unsigned char *scalar, int v) {
+    return strcmp(backend, "cuda") == 0 ? cuda_kernel(fn, body, n_inputs, scalar, v)
+                                        : cpu_kernel(fn, body, n_inputs, scalar, v);
 }

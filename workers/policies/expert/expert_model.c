@@ -59,6 +59,14 @@ static const char HELPERS[] =
     "    if c is None or c[0] is not t or c[1] != t.data_ptr():\n"
     "        c = m._kf_keep[slot] = (t, t.data_ptr(), t.view(shape))\n"
     "    return c[2]\n\n\n"
+    "def _mask(m, slot, rows, cols, like):\n"
+    "    \"\"\"The rows x cols buffer of a tril's or triu's mask (1.0 kept, 0.0 zeroed), and\n"
+    "    whether it is new (its kernel then fills it): kept while its shape and device are.\"\"\"\n"
+    "    t = m._kf_keep.get(slot)\n"
+    "    if t is None or t.shape != (rows, cols) or t.device != like.device:\n"
+    "        t = m._kf_keep[slot] = torch.empty((rows, cols), device=like.device)\n"
+    "        return t, True\n"
+    "    return t, False\n\n\n"
     "def _const(m, slot, value, like):\n"
     "    \"\"\"A 0-d tensor of value (a Python scalar from sizes) on like's device, kept while\n"
     "    the value is the same: kernels only read it, and torch.full is two ATen calls.\"\"\"\n"
@@ -283,8 +291,9 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         c.in[i] = st->ins[i];
     switch (st->kind) {
     case KFX_EW:
-        return st->bcast ? kfw_bcast_kernel(p->backend, st->fn, st->body, st->n_leaves, v)
-                         : kfw_ew_kernel(p->backend, st->fn, st->body, st->n_leaves, v);
+        return st->bcast
+                   ? kfw_bcast_kernel(p->backend, st->fn, st->body, st->n_leaves, v)
+                   : kfw_ew_kernel(p->backend, st->fn, st->body, st->n_leaves, st->pro_scalar, v);
     case KFX_REDUCE:
     case KFX_SOFTMAX:
     case KFX_MOMENTS:
@@ -305,6 +314,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_xent_src(st, p->backend, v);
     case KFX_CAT:
         return kfx_cat_src(st, p->backend, v);
+    case KFX_MASK:
+        return kfx_mask_src(st, p->backend, v);
     case KFX_NKINDS:
         break;
     }

@@ -258,6 +258,14 @@ static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const 
     return dims;
 }
 
+/* Whether val l holds one element (0-d, or every dim 1) and is not a strided view. */
+static bool one_value(const struct kfx_val *l) {
+    long long n = 1;
+    for (int d = 0; d < l->ndim; d++)
+        n *= l->shape[d];
+    return n == 1 && !l->noncontig;
+}
+
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     struct kfx_val *x = &p->val[v];
     if (x->kind == KFX_TUPLE) {
@@ -297,13 +305,21 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         free(c);
         return -1;
     }
-    int bcast = 0;
-    bool strided = false; /* a leaf is a transposed or permuted view */
+    int bcast = 0, full = -1; /* full: the first leaf of x's shape */
+    bool strided = false;     /* a leaf is a transposed or permuted view */
+    unsigned char scalar[KFX_MAX_LEAVES] = {0};
     for (int i = 0; i < c->n_leaves; i++) {
-        if (!kfx_same_shape(&p->val[c->leaf[i]], x))
+        const struct kfx_val *l = &p->val[c->leaf[i]];
+        if (kfx_same_shape(l, x))
+            full = full < 0 ? i : full;
+        else if (one_value(l) && l->ndim <= x->ndim && !one_value(x))
+            scalar[i] = 1; /* read as inK[0] by the contiguous kernel */
+        else
             bcast = 1;
-        strided = strided || p->val[c->leaf[i]].noncontig;
+        strided = strided || l->noncontig;
     }
+    if (full < 0) /* no leaf of x's shape: the broadcasting kernel reads the scalars too */
+        bcast = 1;
     if (bcast && x->ndim > 4 && (strided || folded_dims(p, x, c) > 4)) {
         snprintf(detail, dlen,
                  "broadcasting over more than 4 dimensions that do not merge (not "
@@ -329,6 +345,8 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     st->body = b.data;
     st->n_leaves = c->n_leaves;
     st->bcast = bcast;
+    if (!bcast)
+        memcpy(st->pro_scalar, scalar, sizeof(scalar));
     snprintf(x->py, sizeof(x->py), "t%d", v);
     /* the pointers passed: a strided view's contiguous root (the same first element; the
      * runtime passes contiguous tensors only), read through the view's strides */
@@ -343,15 +361,15 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
             snprintf(ptrs + len, sizeof(ptrs) - len, "%s, ", root);
     }
     if (bcast && x->ndim > 4) { /* folded to 4 dimensions in Python (_fold4) */
-        kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
+        kfx_line(p, "%s = _alloc(_broadcast(%s), %s)", x->py, names, p->like);
         kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_fold4(%s, %s))", st->fn, ptrs, x->py, x->py,
                  x->py, names);
     } else if (bcast) {
-        kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
+        kfx_line(p, "%s = _alloc(_broadcast(%s), %s)", x->py, names, p->like);
         kfx_line(p, "self.k.%s(%s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))", st->fn, ptrs,
                  x->py, x->py, x->py, x->py, names);
     } else {
-        kfx_line(p, "%s = _alloc(%s.shape, x0)", x->py, p->val[c->leaf[0]].py);
+        kfx_line(p, "%s = _alloc(%s.shape, %s)", x->py, p->val[c->leaf[full]].py, p->like);
         kfx_line(p, "self.k.%s(%s%s, %s.numel())", st->fn, names, x->py, x->py);
     }
     x->kind = KFX_TENSOR;
@@ -466,7 +484,7 @@ static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
             int t = kfx_new_val(p, py, scalar, 0);
             if (t < 0)
                 return -1;
-            kfx_line(p, "%s = _const(self, \"%s\", float(%s), x0)", py, py, p->val[k].py);
+            kfx_line(p, "%s = _const(self, \"%s\", float(%s), %s)", py, py, p->val[k].py, p->like);
             p->val[k].as_tensor = t + 1;
         }
         k = p->val[k].as_tensor - 1;
@@ -688,7 +706,18 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
         if (strcmp(op, "placeholder") == 0) {
             char py[16];
             snprintf(py, sizeof(py), "x%d", p->n_inputs++);
+            const json_t *given =
+                json_array_get(json_object_get(p->graph, "inputs"), (size_t)(p->n_inputs - 1));
+            if (json_is_number(given) && !json_object_get(node, "output")) {
+                /* a Python number among the inputs (KernelBench's matrix times scalar): read as
+                 * a size is, into a 0-d tensor where elementwise code reads it (arg_text) */
+                kfx_set_val(p, k, node, KFX_SIZE, py);
+                p->val[k].is_int = 1;
+                continue;
+            }
             kfx_set_val(p, k, node, KFX_INPUT, py);
+            if (p->like[0] == '\0')
+                snprintf(p->like, sizeof(p->like), "%s", py);
             /* a mask or integer input: read once into float32 (its PyTorch promotion) */
             const char *dt =
                 json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
@@ -738,7 +767,7 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
     }
     if (walk_nodes(p, detail, dlen) != 0)
         return -1;
-    if (p->n_inputs == 0) {
+    if (p->like[0] == '\0') {
         snprintf(detail, dlen, "a module without tensor inputs");
         return -1;
     }

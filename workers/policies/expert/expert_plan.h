@@ -69,6 +69,7 @@ enum kfx_skind {
     KFX_CAST,  /* a boolean or integer input read into float32 (expert_cast.c) */
     KFX_XENT,  /* cross entropy of logits and int64 class indices (expert_xent.c) */
     KFX_CAT,   /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
+    KFX_MASK,  /* the rows x cols mask of a tril or triu, made once per shape (expert_tri.c) */
     KFX_NKINDS /* the count of kinds (the tables of their names are checked against it) */
 };
 
@@ -134,6 +135,7 @@ struct kfx_step {
     int n_sub;
     struct kfx_sub sub[KFX_MAX_SUB];
     int sub_out[KFX_MAX_SUB];
+    int diag; /* MASK: the diagonal (op "tril" or "triu") */
 };
 
 struct kfx_plan {
@@ -143,6 +145,7 @@ struct kfx_plan {
     struct kfx_step step[KFX_MAX_STEPS];
     int n_steps;
     int n_inputs;
+    char like[16]; /* the first tensor input's name (x0..): what a 0-d constant's device follows */
     struct kf_buf *fwd; /* the body of forward(), Python lines indented 8 spaces; owned */
     /* owned: a copy of the graph the plan was built from, whose nodes the steps point into
      * (kfx_step_src reads them at every variant): the verdict it came in is released when the
@@ -281,6 +284,17 @@ char *kfx_xent_src(const struct kfx_step *st, const char *backend, int v);
 int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen);
 char *kfx_cat_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_plan_einsum.c: an einsum node (s its short name) that is a matrix product, planned as
+ * the matmul it is: 1, 0 when it is not an einsum, -1 with detail (the equation). */
+int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                    size_t dlen);
+
+/* expert_tri.c: KFX_MASK. kfx_plan_tri plans a tril or triu node (s its short name) as a
+ * select against a mask that a KFX_MASK step makes: 1, 0 when it is not one, -1 with detail. */
+int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                 size_t dlen);
+char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

@@ -44,7 +44,7 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
             f->len - st->launch_at - st->launch_len + 1);
     f->len -= st->launch_len;
     snprintf(x->py, sizeof(x->py), "t%d", v);
-    kfx_line(p, "%s = _alloc(_broadcast(%s), x0)", x->py, names);
+    kfx_line(p, "%s = _alloc(_broadcast(%s), %s)", x->py, names, p->like);
     kfx_line(p, "%s, %s%s, %s.numel(), *_dims4(%s), *_strides4(%s, %s))",
              launch + strspn(launch, " "), names, x->py, x->py, x->py, x->py, names);
     /* the statistics' inputs held raw in registers when the pass reads every one of them */

@@ -278,7 +278,10 @@ static int xent(struct kfx_plan *p, const json_t *node, int k, char *detail, siz
     snprintf(out, sizeof(out), "t%d", k);
     kfx_set_val(p, k, node, KFX_TENSOR, out);
     const int mode = !strcmp(red, "none") ? 0 : !strcmp(red, "sum") ? 1 : 2;
-    kfx_line(p, "%s = _alloc(%s, %s)", out, mode == 0 ? "(x0.shape[0],)" : "()", xs);
+    if (mode == 0) /* a loss per row of the logits */
+        kfx_line(p, "%s = _alloc((%s.shape[0],), %s)", out, xs, xs);
+    else
+        kfx_line(p, "%s = _alloc((), %s)", out, xs);
     kfx_line(p, "%s_p = _scratch(self, \"%s_p\", (2048,), %s)", out, out, xs);
     kfx_line(p, "self.k.%s(%s, %s, %s, %s_p, %s.shape[0], %s.shape[1], %lld, %d)", st->fn, xs,
              p->val[t].py, out, out, xs, xs, ig ? (long long)json_integer_value(ig) : -100LL, mode);

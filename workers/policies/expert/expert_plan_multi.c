@@ -100,7 +100,7 @@ static void new_output(struct kfx_plan *p, struct kfx_step *st, const json_t *no
     char out[16];
     snprintf(out, sizeof(out), "t%d", k);
     kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s = _alloc(t%d_g[3], x0)", out, st->red_out);
+    kfx_line(p, "%s = _alloc(t%d_g[3], %s)", out, st->red_out, p->like);
 }
 
 /* A mean and a var or std (either first) of one input with one prologue over the last

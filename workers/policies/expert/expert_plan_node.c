@@ -78,7 +78,7 @@ int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char
     kfx_set_val(p, k, node, KFX_TENSOR, out);
     kfx_line(p, "%s_g = _geom(%.*s.shape, %s, %s)", out, (int)strcspn(leaves, ","), leaves, dims,
              keepdim ? "True" : "False");
-    kfx_line(p, "%s = _alloc(%s_g[3], x0%s)", out, out, arg_ ? ", torch.int64" : "");
+    kfx_line(p, "%s = _alloc(%s_g[3], %s%s)", out, out, p->like, arg_ ? ", torch.int64" : "");
     /* a sum or mean over the last dimension, kept: contiguous rows whose result a following
      * pass may read in the same kernel (expert_plan_fuse.c) */
     int nd = p->val[in].ndim;
@@ -291,7 +291,7 @@ static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx
     kfx_set_val(p, k, node, KFX_TENSOR, out);
     kfx_line(p, "%s_g = _geom(%.*s.shape, (%lld,), True)", out, (int)strcspn(leaves, ","), leaves,
              dim);
-    kfx_line(p, "%s = _alloc(%.*s.shape, x0)", out, (int)strcspn(leaves, ","), leaves);
+    kfx_line(p, "%s = _alloc(%.*s.shape, %s)", out, (int)strcspn(leaves, ","), leaves, p->like);
     kfx_line(p, "self.k.%s(%s%s, *%s_g[:3])", st->fn, leaves, out, out);
     return 1;
 }
@@ -305,6 +305,21 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
     if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
+    }
+    if (!strcmp(s, "softmin")) { /* softmax of the negation, which the prologue reads */
+        if (p->n_vals >= KFX_MAX_VALS || p->val[in].is_int) {
+            snprintf(detail, dlen, "softmin of something that is not a float tensor");
+            return -1;
+        }
+        int w = p->n_vals++;
+        char e[24];
+        snprintf(e, sizeof(e), "-v%d", in);
+        memset(&p->val[w], 0, sizeof(p->val[w]));
+        if (kfx_set_lazy(p, w, node, e) != 0)
+            return -1;
+        p->val[w].node = NULL; /* the node's readers find val k, the softmax */
+        in = w;
+        s = "softmax";
     }
     return along(p, node, k, in, KFX_SOFTMAX, s, json_integer_value(dim), false, detail, dlen);
 }
@@ -448,8 +463,9 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
     kfx_line(p, "%s_s = list(%s.shape)", mp, lead);
     if (kind == LAYER) {
         kfx_line(p, "%s_b = math.prod(%s_s[len(%s_s) - %d :])", mp, mp, mp, L);
-        kfx_line(p, "%s = _alloc(%s_s[: len(%s_s) - %d] + [1] * %d, x0)", mp, mp, mp, L, L);
-        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p, "%s = _alloc(%s_s[: len(%s_s) - %d] + [1] * %d, %s)", mp, mp, mp, L, L,
+                 p->like);
+        kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
         /* contiguous groups: the elementwise pass that reads them may fuse (expert_plan_fuse.c) */
         st->fusable = 1;
         st->stat_in = in;
@@ -460,13 +476,13 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
                  mp, e);
         st->launch_len = p->fwd->len - st->launch_at;
     } else if (kind == BATCH) {
-        kfx_line(p, "%s = _alloc(%s_s[1:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
-        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p, "%s = _alloc(%s_s[1:2] + [1] * (len(%s_s) - 2), %s)", mp, mp, mp, p->like);
+        kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
         kfx_line(p, "self.k.%s(%s%s, %s, %s_s[0], %s_s[1], math.prod(%s_s[2:]), 1, %s)", st->fn,
                  leaves, mp, rp, mp, mp, mp, e);
     } else {
-        kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), x0)", mp, mp, mp);
-        kfx_line(p, "%s = _alloc(%s.shape, x0)", rp, mp);
+        kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), %s)", mp, mp, mp, p->like);
+        kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
         kfx_line(p,
                  "self.k.%s(%s%s, %s, 1, %s_s[0] * %lld, %s_s[1] // %lld * math.prod(%s_s[2:]), "
                  "%s_s[1] // %lld, %s)",
@@ -727,9 +743,12 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         mtype = json_string_value(json_object_get(node, "module_type"));
         if (mtype == NULL)
             return 0;
-        if (!strcmp(mtype, "Softmax") || !strcmp(mtype, "LogSoftmax"))
-            return softmax(p, node, k, !strcmp(mtype, "Softmax") ? "softmax" : "log_softmax", true,
-                           detail, dlen);
+        if (!strcmp(mtype, "Softmax") || !strcmp(mtype, "LogSoftmax") || !strcmp(mtype, "Softmin"))
+            return softmax(p, node, k,
+                           !strcmp(mtype, "Softmax")   ? "softmax"
+                           : !strcmp(mtype, "Softmin") ? "softmin"
+                                                       : "log_softmax",
+                           true, detail, dlen);
         if (!strcmp(mtype, "Linear"))
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
         if (!strcmp(mtype, "PReLU"))
@@ -749,7 +768,7 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     }
     if (!strcmp(s, "getitem") || !strcmp(s, "getattr"))
         return getitem(p, node, k, detail, dlen);
-    if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax"))
+    if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax") || !strcmp(s, "softmin"))
         return softmax(p, node, k, s, false, detail, dlen);
     if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod"))
         return scan(p, node, k, s, detail, dlen);
@@ -758,6 +777,10 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (!strcmp(s, "diag"))
         return kfx_plan_diag(p, node, k, detail, dlen);
     int crc = kfx_plan_cat(p, node, k, s, detail, dlen);
+    if (crc == 0)
+        crc = kfx_plan_tri(p, node, k, s, detail, dlen);
+    if (crc == 0)
+        crc = kfx_plan_einsum(p, node, k, s, detail, dlen);
     if (crc != 0)
         return crc;
     int drc = kfx_plan_diag_product(p, node, k, detail, dlen);
