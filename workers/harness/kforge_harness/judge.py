@@ -7,6 +7,7 @@ candidate only through a separate runner process (``proc.RunnerProcess``).
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import secrets
 import shutil
@@ -442,9 +443,9 @@ class Evaluation:
         if rec["pass"]:
             check.update({"pass": True, "near_miss": False, "within_reference_error": True})
             check.pop("reason", None)
-            n = max(len(self._slack), len(rec["slack"]))
-            pad = [0.0] * n
-            self._slack = [max(a, b) for a, b in zip((self._slack + pad)[:n], (rec["slack"] + pad)[:n])]
+            self._slack = [
+                max(a, b) for a, b in itertools.zip_longest(self._slack, rec["slack"], fillvalue=0.0)
+            ]
 
     def _scale_range(self, ref_model: torch.nn.Module, first: list[Any]) -> tuple[float, float]:
         """The range the timed calls' inputs are scaled in: the widest of SCALE_RANGES at whose
