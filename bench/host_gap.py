@@ -17,7 +17,8 @@ the native guard, and runner_python with the Python one), and then by the judge 
 jail (judge), the same with the Python guard (judge_python: KFORGE_GUARD_LIB empty), and inside
 the jail (judge_jail, when build/kforge-jail exists), each with its host median.
 
-  python bench/host_gap.py [task ...]   (examples/tasks or bench/tasks_extra; needs
+  python bench/host_gap.py [task ...]   (examples/tasks, bench/tasks_extra or
+                                        bench/tasks_heldout; needs
                                         build/agent-probes/expert_probe)
 
 Prints one line per task and way (median ms of the events); the same as JSON lines to
@@ -162,8 +163,9 @@ def judge(task: Path, cand: Path, extra: list[str], extra_env: dict[str, str]) -
 
 def time_task(name: str, dev: torch.device, policy: timing.Policy) -> dict:
     task_path = ROOT / "examples" / "tasks" / f"{name}.py"
-    if not task_path.exists():
-        task_path = ROOT / "bench" / "tasks_extra" / f"{name}.py"
+    for folder in ("tasks_extra", "tasks_heldout"):
+        if not task_path.exists():
+            task_path = ROOT / "bench" / folder / f"{name}.py"
     with tempfile.TemporaryDirectory() as tmp:
         cand = plan(task_path, Path(tmp))
         lib = build.build_native(candidate.detect(str(cand), BACKEND), BACKEND).lib

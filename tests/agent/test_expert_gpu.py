@@ -65,6 +65,29 @@ EDGES = {
         "pass",
         "[torch.randn(384, 96), torch.randn(96, 384), 0.5]",
     ),
+    # leaves that broadcast along a run of a reduction's input (kfx_rows_load's kf_load4, each
+    # of its three ways: one value per four, a column run whose length is a multiple of 4, four
+    # reads) and along long rows of a broadcasting pass (expert_bcast.c's kf_long4 and kf_long)
+    "broadcast_leaves": (
+        "x, t, b, w, c",
+        "return (torch.clamp(1 - x * t, min=0).mean() + (x + b).amax(dim=1, keepdim=True)"
+        " + torch.softmax(x - t, dim=1)[:, :1] + (w + c).sum() + torch.logsumexp(x * b, dim=1, keepdim=True))",
+        "pass",
+        "[torch.randn(300, 1000), torch.randn(300, 1), torch.randn(1000), torch.randn(6, 1000, 10),"
+        " torch.randn(1000, 1)]",
+    ),
+    "long_broadcast_rows4": (
+        "z, y",
+        "return (z + y) * 2",
+        "pass",
+        "[torch.randn(4, 8, 10004), torch.randn(8, 1)]",
+    ),
+    "long_broadcast_rows": (
+        "u, y",
+        "return torch.relu(u - y)",
+        "pass",
+        "[torch.randn(4, 8, 9990), torch.randn(8, 1)]",
+    ),
 }
 EDGE_TASK = """
 import torch

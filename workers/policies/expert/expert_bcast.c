@@ -212,6 +212,65 @@ static void rows4_kernel(struct kf_buf *b, int n, int along) {
                      "        }\n    }\n}\n\n");
 }
 
+/* kf_long4: few long rows that fold_dims could not cut into rows of a power of two (a conv3d's
+ * per-channel bias over 16 x 32 rows of 30 x 62 x 62: 512 rows of 115320 went to the flat kernel,
+ * with a 64-bit division chain per element: 0.61 ms on the H200 for what a row pass reads in
+ * some 0.12). Row blockIdx.y, its float4 columns split over gridDim.x blocks; each block splits
+ * its row's index once. kf_long is the same with scalar loads (rows not a multiple of 4, or
+ * misaligned). */
+static void long_kernel(struct kf_buf *b, int n, bool vec) {
+    kf_buf_printf(b, "__global__ void kf_long%s(", vec ? "4" : "");
+    kfw_ew_params(b, n, "__restrict__");
+    dims_params(b, n);
+    kf_buf_printf(b, ") {\n    const int64_t r = blockIdx.y;\n"
+                     "    const int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n");
+    const struct kfw_row4 r = rows4(n, 0);
+    for (int k = 0; k < n; k++) {
+        kf_buf_printf(b,
+                      "    const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 + "
+                      "i2 * s%d2;\n",
+                      k, k, k, k, k);
+        if (vec)
+            kf_buf_printf(b, "    const float b%d = s%d3 ? 0.0f : p%d[0];\n", k, k, k);
+    }
+    kf_buf_printf(b,
+                  "    const int64_t len = %s, step = (int64_t)gridDim.x * blockDim.x;\n"
+                  "    %s *__restrict__ o = reinterpret_cast<%s *>(out + r * d3);\n"
+                  "    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < len; "
+                  "c += step) {\n",
+                  vec ? "d3 / 4" : "d3", vec ? "float4" : "float", vec ? "float4" : "float");
+    if (vec) {
+        struct kfw_row4 body = r;
+        body.pad = 4;
+        kfw_row4_body(b, &body, "o");
+    } else {
+        kf_buf_printf(b, "        o[c] = kf_elem(");
+        for (int k = 0; k < n; k++)
+            kf_buf_printf(b, "%sp%d[c * s%d3]", k ? ", " : "", k, k);
+        kf_buf_printf(b, ");\n");
+    }
+    kf_buf_printf(b, "    }\n}\n\n");
+}
+
+/* the launch of kf_long4 or kf_long for rows of 8192 or more too few to fill the GPU (fewer
+ * than 1024; at most 65535, the grid's y) */
+static void long_launch(struct kf_buf *b, int n) {
+    const struct kfw_row4 r = rows4(n, 0);
+    kfw_row4_check(b, &r, "lvec", "d3 % 4 == 0");
+    kf_buf_printf(b, "    if (d3 >= 8192 && n / d3 < 1024 && d3 <= 0x7fffffff) {\n"
+                     "        const int64_t per = lvec ? d3 / 4 : d3, rows = n / d3;\n"
+                     "        // four columns per thread, and some 2048 blocks in all\n"
+                     "        int64_t bx = (per + 4 * threads - 1) / (4 * threads);\n"
+                     "        const int64_t want = (2048 + rows - 1) / rows;\n"
+                     "        bx = bx < want ? bx : want;\n"
+                     "        const dim3 grid((unsigned)(bx > 0 ? bx : 1), (unsigned)rows);\n"
+                     "        if (lvec)\n            kf_long4<<<grid, threads, 0, 0>>>(");
+    launch_args(b, n, "");
+    kf_buf_printf(b, "        else\n            kf_long<<<grid, threads, 0, 0>>>(");
+    launch_args(b, n, "");
+    kf_buf_printf(b, "        return (int)cudaGetLastError();\n    }\n");
+}
+
 /* the host's test for kf_rows4 and its launch: rows of a multiple of 4, the output and every
  * input that runs along the row 16-byte aligned at every row start */
 /* the row kernels take rows of 64 or more, unless there are too few of them to fill the GPU (a
@@ -292,6 +351,8 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                           "        }\n    }\n}\n\n");
         rows4_kernel(&b, n, 0);
         rows4_kernel(&b, n, 1);
+        long_kernel(&b, n, true);
+        long_kernel(&b, n, false);
     }
     kf_buf_printf(&b, "} // namespace\n\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "");
@@ -311,6 +372,7 @@ static char *cuda(const char *fn, const char *body, int n, int v) {
                 "        kf_rows<<<(unsigned)blocks, threads, 0, 0>>>(");
         launch_args(&b, n, ", rb");
         kf_buf_printf(&b, "        return (int)cudaGetLastError();\n    }\n");
+        long_launch(&b, n);
     }
     kf_buf_printf(&b, "    int64_t blocks = (n + threads - 1) / threads;\n"
                       "    if (blocks > 65535 * 8)\n        blocks = 65535 * 8;\n"

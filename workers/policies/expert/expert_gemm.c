@@ -207,7 +207,8 @@ static const char CUDA_ENTRY_CHECKS[] =
     "        return (int)cudaGetLastError();\n"
     "    if (k == 0) // an empty sum: zeros\n"
     "        return (int)cudaMemsetAsync(c, 0, sizeof(float) * batch * m * n, 0);\n"
-    "    if (n == 1 && !kTransA && batch * m < (int64_t{1} << 36)) // a dot product per row\n"
+    "    // a dot product per row, in blocks of 8 rows: at most 2^31 - 1 of them (the grid's x)\n"
+    "    if (n == 1 && !kTransA && batch * m <= 8 * (int64_t)0x7fffffff)\n"
     "        return gemv(a, b, c, batch, m, k, sa, sb);\n";
 
 static void signature(struct kf_buf *b, const struct kfx_call *c) {

@@ -118,6 +118,10 @@ struct kfx_step {
      * tensor's reduction), read as inK[0] for every element; the leaves of the input's shape
      * come first (in0 gives the geometry) */
     unsigned char pro_scalar[KFX_MAX_LEAVES];
+    /* kfx_prologue: leaf k broadcasts to the input along one run of its dimensions (a conv's
+     * per-channel bias, a linear layer's bias, a per-row target): element j reads its element
+     * (j / qK) % mK, with qK and mK passed after its pointer (the model's _bqm) */
+    unsigned char pro_bcast[KFX_MAX_LEAVES];
     int fusable;                 /* the statistics may take a pass */
     int stat_in, stat_m, stat_r; /* vals: the input, the mean and the second (-1: none) */
     /* MOMENTS: the second statistic, 0 a norm's 1/sqrt(var + eps), 1 the variance and 2 the
@@ -314,6 +318,11 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg);
  * true; false, body still the caller's, when it does not apply. */
 bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
                    const char *names);
+
+/* Whether any of st's prologue leaves broadcasts (pro_bcast): such a step's kernels read its
+ * leaves through KF_LOAD and KF_LOAD4 only, so it neither merges with a sibling reduction nor
+ * takes a norm's pass. */
+bool kfx_step_bcast(const struct kfx_step *st);
 
 /* expert_plan.c: the two vals have the same shape, and both are contiguous (a strided view's
  * elements are not where a flat index says). */

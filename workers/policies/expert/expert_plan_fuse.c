@@ -19,7 +19,8 @@ bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body
     struct kfx_step *st = &p->step[p->n_steps - 1];
     struct kfx_val *x = &p->val[v];
     if ((st->kind != KFX_MOMENTS && st->kind != KFX_REDUCE) || !st->fusable ||
-        st->ew_body != NULL || x->ndim > 4 || !kfx_same_shape(x, &p->val[st->stat_in]))
+        st->ew_body != NULL || x->ndim > 4 || !kfx_same_shape(x, &p->val[st->stat_in]) ||
+        kfx_step_bcast(st))
         return false;
     signed char stat[KFX_MAX_LEAVES];
     int stats = 0;

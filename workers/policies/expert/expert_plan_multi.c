@@ -165,7 +165,8 @@ int kfx_multi_join(struct kfx_plan *p, const json_t *node, int k, int in, const 
         return -1;
     }
     st = &p->step[steps - 1];
-    bool ok = p->n_steps == steps; /* no copy was planned between (the chain did not fuse) */
+    /* no copy was planned between (the chain did not fuse); no broadcast leaves */
+    bool ok = p->n_steps == steps && !kfx_step_bcast(st) && !kfx_step_bcast(&tmp);
     for (int j = 0; ok && j < tmp.n_leaves; j++)
         ok = !reads_output(p, st, tmp.pro_val[j]);
     if (ok && moments_pair(p, st, &tmp, node, k, op)) {

@@ -25,11 +25,15 @@ void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st,
     for (const char *q = tmpl; *q;) {
         if (strncmp(q, "@IN@", 4) == 0) {
             for (int k = 0; k < st->n_leaves; k++)
-                kf_buf_printf(b, "const float *__restrict__ in%d, ", k);
+                kf_buf_printf(b,
+                              st->pro_bcast[k]
+                                  ? "const float *__restrict__ in%d, int64_t q%d, int64_t m%d, "
+                                  : "const float *__restrict__ in%d, ",
+                              k, k, k);
             q += 4;
         } else if (strncmp(q, "@ARGS@", 6) == 0) {
             for (int k = 0; k < st->n_leaves; k++)
-                kf_buf_printf(b, "in%d, ", k);
+                kf_buf_printf(b, st->pro_bcast[k] ? "in%d, q%d, m%d, " : "in%d, ", k, k, k);
             q += 6;
         } else if (strncmp(q, "@FN@", 4) == 0) {
             kf_buf_printf(b, "%s", st->fn);
@@ -217,9 +221,17 @@ static const char CUDA_REDUCE[] =
     "    const int64_t r = blockIdx.y, j0 = (int64_t)blockIdx.x * chunk;\n"
     "    const int64_t j1 = j0 + chunk < red ? j0 + chunk : red, base = r * red;\n"
     "    Acc a = acc_init();\n"
+    "    if (KF_ROW_V4(red) && chunk % 4 == 0) { // j0, j1 and base multiples of 4: float4 loads\n"
     "#pragma unroll 4\n"
-    "    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)\n"
-    "        acc_add(a, KF_LOAD(base + j), j);\n"
+    "        for (int64_t q = j0 / 4 + threadIdx.x; q < j1 / 4; q += blockDim.x) {\n"
+    "            const float4 u = KF_LOAD4(base / 4 + q);\n"
+    "            ACC_ADD4(a, u, 4 * q)\n"
+    "        }\n"
+    "    } else {\n"
+    "#pragma unroll 4\n"
+    "        for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)\n"
+    "            acc_add(a, KF_LOAD(base + j), j);\n"
+    "    }\n"
     "    a = block_reduce(a);\n"
     "    if (threadIdx.x == 0)\n"
     "        part[r * gridDim.x + blockIdx.x] = a;\n"
@@ -311,7 +323,8 @@ static const char CUDA_REDUCE[] =
     "        // some 1056 blocks of at least 16 Ki elements each, over the rows\n"
     "        int64_t splits = (1056 + outer - 1) / outer;\n"
     "        splits = splits < red / 16384 ? splits : red / 16384;\n"
-    "        const int64_t chunk = (red + splits - 1) / splits;\n"
+    "        // a multiple of 4 (the float4 loads'), the last block's chunk cut short\n"
+    "        const int64_t chunk = ((red + splits - 1) / splits + 3) / 4 * 4;\n"
     "        Acc *part = partials(outer * splits);\n"
     "        if (part == nullptr)\n"
     "            return (int)cudaErrorMemoryAllocation;\n"
@@ -594,17 +607,19 @@ static const char ACC_MACROS[] =
     "    ACC4(STEP, STRIDE, ON_X)\n\n";
 
 /* s (a double2) += the sums of x and x*x over elements [BASE, BASE + N) read by the block's
- * threads in turn, four loads in flight per thread. The four (sixteen with float4) values of an
- * iteration are summed in float and the running sums kept in double: one conversion to double
- * per sum and iteration rather than one per value (conversions and double adds per value cost
- * the H200 more issue time than the loads). The error this adds to a variance is about 1e-8
- * times the square of the input's mean over its spread: far below fp32's tolerance unless the
- * mean is near a hundred times the spread; double still carries the long sums. */
+ * threads in turn (the ...T forms: by threads T0, T0 + TN, ... of TN, a warp's lanes), four loads
+ * in flight per thread. The four (sixteen with float4) values of an iteration are summed in float
+ * and the running sums kept in double: one conversion to double per sum and iteration rather than
+ * one per value (conversions and double adds per value cost the H200 more issue time than the
+ * loads). The error this adds to a variance is about 1e-8 times the square of the input's mean over
+ * its spread: far below fp32's tolerance unless the mean is near a hundred times the spread; double
+ * still carries the long sums. */
 static const char MOMENTS_MACRO[] =
-    "#define KF_MOMENTS_ADD(s, BASE, N)                                                  \\\n"
+    "#define KF_MOMENTS_ADD(s, BASE, N) KF_MOMENTS_ADDT(s, BASE, N, threadIdx.x, blockDim.x)\n"
+    "#define KF_MOMENTS_ADDT(s, BASE, N, T0, TN)                                         \\\n"
     "    {                                                                               \\\n"
-    "        const int64_t base_ = (BASE), n_ = (N), t_ = blockDim.x;                    \\\n"
-    "        int64_t b_ = threadIdx.x;                                                   \\\n"
+    "        const int64_t base_ = (BASE), n_ = (N), t_ = (TN);                          \\\n"
+    "        int64_t b_ = (T0);                                                          \\\n"
     "        for (; b_ + 3 * t_ < n_; b_ += 4 * t_) {                                    \\\n"
     "            const float x0 = KF_LOAD(base_ + b_), x1 = KF_LOAD(base_ + b_ + t_);    \\\n"
     "            const float x2 = KF_LOAD(base_ + b_ + 2 * t_);                          \\\n"
@@ -621,10 +636,11 @@ static const char MOMENTS_MACRO[] =
     "// the same with float4 loads (four in flight), for BASE and N multiples of 4 and KF_ALIGNED\n"
     "#define KF_SUM4(u) (((u).x + (u).y) + ((u).z + (u).w))\n"
     "#define KF_SQ4(u) (((u).x * (u).x + (u).y * (u).y) + ((u).z * (u).z + (u).w * (u).w))\n"
-    "#define KF_MOMENTS_ADD4(s, BASE, N)                                                 \\\n"
+    "#define KF_MOMENTS_ADD4(s, BASE, N) KF_MOMENTS_ADD4T(s, BASE, N, threadIdx.x, blockDim.x)\n"
+    "#define KF_MOMENTS_ADD4T(s, BASE, N, T0, TN)                                        \\\n"
     "    {                                                                               \\\n"
-    "        const int64_t q_ = (BASE) / 4, m_ = (N) / 4, t_ = blockDim.x;               \\\n"
-    "        int64_t b_ = threadIdx.x;                                                   \\\n"
+    "        const int64_t q_ = (BASE) / 4, m_ = (N) / 4, t_ = (TN);                     \\\n"
+    "        int64_t b_ = (T0);                                                          \\\n"
     "        for (; b_ + 3 * t_ < m_; b_ += 4 * t_) {                                    \\\n"
     "            const float4 u0 = KF_LOAD4(q_ + b_), u1 = KF_LOAD4(q_ + b_ + t_);       \\\n"
     "            const float4 u2 = KF_LOAD4(q_ + b_ + 2 * t_), u3 = KF_LOAD4(q_ + b_ + 3 * t_);\\\n"
@@ -644,23 +660,58 @@ static const char MOMENTS_MACRO[] =
 void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     const int n = st->n_leaves;
     const unsigned char *scalar = st->pro_scalar; /* 0-d: element 0 for every index */
+    const unsigned char *bc = st->pro_bcast;      /* element (idx / qK) % mK */
+    bool any = false;
+    for (int k = 0; k < n; k++)
+        any = any || bc[k];
+    /* 32-bit divisions where every operand fits (a fraction of 64-bit ones' cost); for device
+     * code whenever nvcc compiles it (a scan's kernels take no kf_load4: cuda is false) */
+    if (any)
+        kf_buf_printf(b, "#ifdef __CUDACC__\n__device__ __forceinline__\n#else\ninline\n#endif\n"
+                         "int64_t kf_bix(int64_t j, int64_t q, int64_t m) {\n"
+                         "    if (((j | q | m) >> 31) == 0)\n"
+                         "        return (int64_t)((uint32_t)j / (uint32_t)q %% (uint32_t)m);\n"
+                         "    return j / q %% m;\n}\n\n");
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, scalar[k] ? "%sin%d[0]" : "%sin%d[(idx)]", k ? ", " : "", k);
+        kf_buf_printf(b,
+                      scalar[k] ? "%sin%d[0]"
+                      : bc[k]   ? "%sin%d[kf_bix((idx), q%d, m%d)]"
+                                : "%sin%d[(idx)]",
+                      k ? ", " : "", k, k, k);
     kf_buf_printf(b, ")\n\n");
     if (!cuda)
         return;
     kf_buf_printf(b, "__device__ __forceinline__ float4 kf_load4(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "const float *__restrict__ in%d, ", k);
+        kf_buf_printf(b,
+                      bc[k] ? "const float *__restrict__ in%d, int64_t q%d, int64_t m%d, "
+                            : "const float *__restrict__ in%d, ",
+                      k, k, k);
     kf_buf_printf(b, "int64_t i4) {\n");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b,
-                      scalar[k]
-                          ? "    const float4 a%d = make_float4(in%d[0], in%d[0], in%d[0], "
+        if (bc[k]) /* one value for the four (q a multiple of 4), else four reads */
+            kf_buf_printf(b,
+                          "    float4 a%1$d;\n    if (q%1$d %% 4 == 0) {\n"
+                          "        const float u_ = in%1$d[kf_bix(4 * i4, q%1$d, m%1$d)];\n"
+                          "        a%1$d = make_float4(u_, u_, u_, u_);\n"
+                          "    } else if (q%1$d == 1 && m%1$d %% 4 == 0) {\n"
+                          "        const int64_t j_ = kf_bix(4 * i4, 1, m%1$d);\n"
+                          "        a%1$d = make_float4(in%1$d[j_], in%1$d[j_ + 1], in%1$d[j_ + 2], "
+                          "in%1$d[j_ + 3]);\n"
+                          "    } else {\n"
+                          "        a%1$d = make_float4(in%1$d[kf_bix(4 * i4, q%1$d, m%1$d)], "
+                          "in%1$d[kf_bix(4 * i4 + 1, q%1$d, m%1$d)],\n"
+                          "                         in%1$d[kf_bix(4 * i4 + 2, q%1$d, m%1$d)], "
+                          "in%1$d[kf_bix(4 * i4 + 3, q%1$d, m%1$d)]);\n    }\n",
+                          k);
+        else
+            kf_buf_printf(
+                b,
+                scalar[k] ? "    const float4 a%d = make_float4(in%d[0], in%d[0], in%d[0], "
                             "in%d[0]);\n"
                           : "    const float4 a%d = reinterpret_cast<const float4 *>(in%d)[i4];\n",
-                      k, k, k, k, k);
+                k, k, k, k, k);
     kf_buf_printf(b, "    float4 y;\n");
     for (const char *l = "xyzw"; *l; l++) {
         kf_buf_printf(b, "    y.%c = kf_elem(", *l);
@@ -670,10 +721,10 @@ void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     }
     kf_buf_printf(b, "    return y;\n}\n#define KF_LOAD4(i4) kf_load4(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, "in%d, ", k);
+        kf_buf_printf(b, bc[k] ? "in%d, q%d, m%d, " : "in%d, ", k, k, k);
     kf_buf_printf(b, "(i4))\n#define KF_ALIGNED ((0");
     for (int k = 0; k < n; k++)
-        if (!scalar[k])
+        if (!scalar[k] && !bc[k])
             kf_buf_printf(b, " | (uintptr_t)in%d", k);
     kf_buf_printf(b, ") %% 16 == 0)\n\n");
 }
