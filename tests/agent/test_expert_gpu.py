@@ -76,6 +76,20 @@ EDGES = {
         "[torch.randn(300, 1000), torch.randn(300, 1), torch.randn(1000), torch.randn(6, 1000, 10),"
         " torch.randn(1000, 1)]",
     ),
+    # depthwise convolutions (expert_conv.c's tiled kernel): a channel multiplier of 2, stride,
+    # dilation, a 3 x 5 kernel and padding by side; a 7 x 7 module with its bias and an activation
+    "depthwise_strided": (
+        "x, w",
+        "return F.conv2d(x, w, stride=2, padding=(2, 1), dilation=(2, 1), groups=8)",
+        "pass",
+        "[torch.randn(3, 8, 37, 45), torch.randn(16, 1, 3, 5)]",
+    ),
+    "depthwise_module": (
+        "x",
+        "return torch.relu(self.c(x))",
+        "self.c = nn.Conv2d(16, 16, 7, padding=3, groups=16)",
+        "[torch.randn(2, 16, 70, 33)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",
