@@ -224,7 +224,6 @@ static void long_kernel(struct kf_buf *b, int n, bool vec) {
     dims_params(b, n);
     kf_buf_printf(b, ") {\n    const int64_t r = blockIdx.y;\n"
                      "    const int64_t i2 = r %% d2, i1 = (r / d2) %% d1, i0 = r / d2 / d1;\n");
-    const struct kfw_row4 r = rows4(n, 0);
     for (int k = 0; k < n; k++) {
         kf_buf_printf(b,
                       "    const float *__restrict__ p%d = in%d + i0 * s%d0 + i1 * s%d1 + "
@@ -240,7 +239,7 @@ static void long_kernel(struct kf_buf *b, int n, bool vec) {
                   "c += step) {\n",
                   vec ? "d3 / 4" : "d3", vec ? "float4" : "float", vec ? "float4" : "float");
     if (vec) {
-        struct kfw_row4 body = r;
+        struct kfw_row4 body = rows4(n, 0);
         body.pad = 4;
         kfw_row4_body(b, &body, "o");
     } else {

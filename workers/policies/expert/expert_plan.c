@@ -428,8 +428,8 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
             const struct kfx_val *l = &p->val[c->leaf[i]];
             if (kfx_same_shape(l, x))
                 full[nf++] = c->leaf[i];
-            else if (l->ndim == 0 && !l->noncontig && !l->offset && x->ndim > 0)
-                scal[ns++] = c->leaf[i];
+            else if (one_value(l) && l->ndim <= x->ndim && !l->offset && !one_value(x))
+                scal[ns++] = c->leaf[i]; /* a 0-d or [1, 1] tensor: element 0 for every index */
             else if (run_broadcast(l, x))
                 bc[nb++] = c->leaf[i];
             else

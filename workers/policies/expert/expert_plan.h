@@ -114,7 +114,7 @@ struct kfx_step {
      * row kernel, not read again); all 0 unless every statistics input is a pass leaf */
     unsigned char ew_held[KFX_MAX_LEAVES];
     int pro_val[KFX_MAX_LEAVES]; /* kfx_prologue: the vals of its tensors in0.. (n_leaves) */
-    /* kfx_prologue: leaf k is a 0-d tensor (a scale from sizes, a 0-d parameter, a whole
+    /* kfx_prologue: leaf k holds one value (a scale from sizes, a 0-d or [1, 1] parameter, a whole
      * tensor's reduction), read as inK[0] for every element; the leaves of the input's shape
      * come first (in0 gives the geometry) */
     unsigned char pro_scalar[KFX_MAX_LEAVES];

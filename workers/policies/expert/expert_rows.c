@@ -19,21 +19,24 @@
 #include "expert_moments.h"
 #include "expert_rows_reg.h"
 
+/* Leaf k's parameters (decl) or arguments: its pointer, and its (q, m) when it broadcasts. */
+static void leaf_param(struct kf_buf *b, const struct kfx_step *st, int k, bool decl) {
+    kf_buf_printf(b, decl ? "const float *__restrict__ in%d, " : "in%d, ", k);
+    if (st->pro_bcast[k])
+        kf_buf_printf(b, decl ? "int64_t q%d, int64_t m%d, " : "q%d, m%d, ", k, k);
+}
+
 /* Appends tmpl with @IN@ (the leaves' parameters), @ARGS@ (their names), @FN@ and @T@ (the
  * block size) replaced. */
 void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads) {
     for (const char *q = tmpl; *q;) {
         if (strncmp(q, "@IN@", 4) == 0) {
             for (int k = 0; k < st->n_leaves; k++)
-                kf_buf_printf(b,
-                              st->pro_bcast[k]
-                                  ? "const float *__restrict__ in%d, int64_t q%d, int64_t m%d, "
-                                  : "const float *__restrict__ in%d, ",
-                              k, k, k);
+                leaf_param(b, st, k, true);
             q += 4;
         } else if (strncmp(q, "@ARGS@", 6) == 0) {
             for (int k = 0; k < st->n_leaves; k++)
-                kf_buf_printf(b, st->pro_bcast[k] ? "in%d, q%d, m%d, " : "in%d, ", k, k, k);
+                leaf_param(b, st, k, false);
             q += 6;
         } else if (strncmp(q, "@FN@", 4) == 0) {
             kf_buf_printf(b, "%s", st->fn);
@@ -684,10 +687,7 @@ void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
         return;
     kf_buf_printf(b, "__device__ __forceinline__ float4 kf_load4(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b,
-                      bc[k] ? "const float *__restrict__ in%d, int64_t q%d, int64_t m%d, "
-                            : "const float *__restrict__ in%d, ",
-                      k, k, k);
+        leaf_param(b, st, k, true);
     kf_buf_printf(b, "int64_t i4) {\n");
     for (int k = 0; k < n; k++)
         if (bc[k]) /* one value for the four (q a multiple of 4), else four reads */
@@ -721,7 +721,7 @@ void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     }
     kf_buf_printf(b, "    return y;\n}\n#define KF_LOAD4(i4) kf_load4(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, bc[k] ? "in%d, q%d, m%d, " : "in%d, ", k, k, k);
+        leaf_param(b, st, k, false);
     kf_buf_printf(b, "(i4))\n#define KF_ALIGNED ((0");
     for (int k = 0; k < n; k++)
         if (!scalar[k] && !bc[k])
