@@ -63,6 +63,10 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    "stack": (
+        "return torch.stack([x, y * 2, torch.relu(x)], dim=1).sum(1) + torch.stack((x, y), -1)[..., 1]",
+        "64, 32",
+    ),
     "chain": ("return F.leaky_relu(torch.tanh(x) * 2 - y / 3, 0.2) + F.hardswish(y)", "64, 32"),
     "clamp_positional": (
         "return torch.clamp(F.gelu(x, approximate='tanh') + torch.sigmoid(y), -1.5, 2.0)",
@@ -762,8 +766,101 @@ def get_init_inputs():
     return []
 """
 
+# x.float(), .to(torch.float32) and .type(torch.float32) of arg-reductions' indices (a cast
+# kernel) and of a comparison or a float (the same value)
+CASTS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        m = (x > 0).to(torch.float32)
+        i = torch.argmin(x, dim=2).to(dtype=torch.float32)
+        j = torch.argmax(x, dim=2, keepdim=True).type(torch.float32)
+        return (x.float() * m).sum(dim=2) + i * 0.25 + j.squeeze(2) - torch.argmax(x[:, :, :32], 1).float()
+
+
+def get_inputs():
+    return [torch.randn(8, 32, 48)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# ShuffleNet's unit: grouped 1x1 convolutions, a depthwise one, batch norms, and the channel
+# shuffle (a 5-D view transposed and copied: its dims merge to 4 by the strides inspect records)
+SHUFFLE_UNIT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(24, 24, 1, groups=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(24)
+        self.conv2 = nn.Conv2d(24, 24, 3, padding=1, groups=24, bias=False)
+        self.bn2 = nn.BatchNorm2d(24)
+        self.conv3 = nn.Conv2d(24, 24, 1, groups=3, bias=False)
+        self.bn3 = nn.BatchNorm2d(24)
+        self.groups = 3
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        b, c, h, w = out.size()
+        out = out.view(b, self.groups, c // self.groups, h, w).transpose(1, 2).contiguous().view(b, -1, h, w)
+        out = self.bn2(self.conv2(out))
+        out = F.relu(self.bn3(self.conv3(out)))
+        return out + x
+
+
+def get_inputs():
+    return [torch.randn(4, 24, 12, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# 0-d tensors made in forward(): torch.tensor(c), which fx folds into a constant of its own
+# (inspect keeps its value), and torch.tensor(c, device=x.device), a call (KernelBench's
+# torch.min(x, torch.tensor(v, device=x.device)))
+TENSOR_CONSTANTS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.c = 0.25
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.min(x, torch.tensor(self.c)) * torch.tensor(2.0, dtype=torch.float32)
+        return torch.max(x, torch.tensor(-0.5, device=x.device)) + torch.tensor(float("inf")).clamp(max=1.0)
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "tensor_constants": TENSOR_CONSTANTS,
+    "shuffle_unit": SHUFFLE_UNIT,
+    "casts": CASTS,
     "cross_entropy": XENT,
     "loss_modules": LOSS_MODULES,
     "instance_norm_pool": INSTANCE_NORM_POOL,
@@ -808,12 +905,13 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return torch.diag(x) + 1", "diag"),
         ("return torch.einsum('ij,ij->i', x, y)", "einsum"),
         ("return torch.einsum('bij,bjk->bki', x.view(4, 16, 32), y.view(4, 32, 16))", "einsum"),
-        ("return torch.stack([x, y], dim=0)", "stack"),
+        ("return torch.stack([x.argmax(1), y.argmax(1)], dim=0)", "stack of other than"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),
         ("return (x > y).sum()", "a reduction of a comparison's boolean tensor"),
         ("return x[:, [0, 2]] + 1", "indexing by a tensor or a list"),
         ("return x > y", "a comparison's boolean tensor used as a tensor"),
+        ("return x * 2 if x.sum() > 0 else y", "could not be traced by torch.fx"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:

@@ -65,6 +65,35 @@ EDGES = {
         "pass",
         "[torch.randn(384, 96), torch.randn(96, 384), 0.5]",
     ),
+    # arg-reductions' indices as float (a cast kernel), a comparison made float
+    "integer_casts": (
+        "x",
+        "return torch.argmax(x, 1).float() * 0.5 + torch.argmin(x, 1).to(torch.float32)"
+        " + (x > 0).type(torch.float32).sum(1)",
+        "pass",
+        "[torch.randn(64, 1000, 33)]",
+    ),
+    # ShuffleNet's channel shuffle: a 5-D transposed view copied (folded to 4 dims by strides)
+    "channel_shuffle": (
+        "x",
+        "return torch.relu(x).view(32, 4, 60, 28, 28).transpose(1, 2).contiguous().view(32, -1, 28, 28) * 2",
+        "pass",
+        "[torch.randn(32, 240, 28, 28)]",
+    ),
+    # 0-d tensors made in forward() (a constant fx folds, and a call with the input's device)
+    "tensor_constants": (
+        "x",
+        "return torch.min(torch.relu(x), torch.tensor(0.75)) - torch.tensor(0.5, device=x.device)",
+        "pass",
+        "[torch.randn(64, 1000, 33)]",
+    ),
+    # torch.stack: the cat kernel with a length of 1 an input, along a middle and the first dim
+    "stack": (
+        "x",
+        "return torch.stack([x, torch.relu(x), x * 2], dim=1).amax(1) + torch.stack((x, x.abs()), 0)[1]",
+        "pass",
+        "[torch.randn(300, 1000)]",
+    ),
     # leaves that broadcast along a run of a reduction's input (kfx_rows_load's kf_load4, each
     # of its three ways: one value per four, a column run whose length is a multiple of 4, four
     # reads) and along long rows of a broadcasting pass (expert_bcast.c's kf_long4 and kf_long)

@@ -35,3 +35,25 @@ def test_aten_fallback_for_untraceable(harness):
 def test_inspect_bad_task(harness):
     code, g, _ = harness("inspect", "--task", str(CASES / "task_syntax.py"))
     assert code == 1 and "does not parse" in g["error"]
+
+
+def test_sizes_used_as_numbers_trace_with_fixed_sizes(harness):
+    """minGPT slices its mask buffer by x.size(): symbolic tracing fails on a proxy in a slice,
+    and the module is traced again with this run's sizes, the buffer kept as a node and -inf
+    written in a form JSON can hold."""
+    task = ROOT / "bench" / "tasks_extra" / "causal_attention.py"  # at the cpu sizes: T = 48
+    code, g, err = harness("inspect", "--task", str(task), "--backend", "cpu")
+    assert code == 0, err
+    assert g["graph"]["source"] == "fx" and g["graph"]["sizes"] == "fixed", g.get("fx_error")
+    nodes = {n["name"]: n for n in g["graph"]["nodes"]}
+    assert nodes["bias"]["op"] == "get_attr"
+    sliced = next(
+        n for n in nodes.values() if n["target"].endswith("getitem") and n["args"][0] == {"node": "bias"}
+    )
+    assert sliced["args"][1][2:] == ["slice(None, 48, None)", "slice(None, 48, None)"]
+    fill = next(n for n in nodes.values() if n["target"] == "masked_fill")
+    assert fill["args"][2] == {"float": "-inf"}
+    views = [n["args"][1:] for n in nodes.values() if n["target"] == "view"]
+    assert [2, 48, 4, 16] in views  # B, T, n_head, C // n_head as this run's numbers
+    code, g, err = harness("inspect", "--task", str(ROOT / "examples/tasks/linear_bias_relu.py"))
+    assert code == 0 and g["graph"]["sizes"] == "symbolic", err

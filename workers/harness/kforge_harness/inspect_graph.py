@@ -6,6 +6,8 @@ the module cannot be traced symbolically, the ATen operators of a real run are l
 
 from __future__ import annotations
 
+import inspect
+import math
 from typing import Any
 
 import torch
@@ -33,6 +35,8 @@ def _arg(value: Any) -> Any:
         return [_arg(v) for v in value]
     if isinstance(value, dict):
         return {k: _arg(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"float": repr(value)}  # JSON has no infinity: {"float": "-inf"}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, torch.dtype):
@@ -65,10 +69,46 @@ def _target_name(node: torch.fx.Node) -> str:
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
+def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.GraphModule:
+    """Trace with every tensor's size known: ``x.size()``, ``x.shape`` and ``x.dim()`` give
+    this run's numbers, so code that slices by a size (``self.bias[:, :, :T, :T]``, minGPT's
+    causal mask) traces. Buffers stay nodes (``get_attr``), not tensors folded into constants,
+    so what is computed from them is in the graph with the rest."""
+    from torch.fx.experimental import meta_tracer  # noqa: PLC0415 - only for the fallback
+
+    names = [n for n in inspect.signature(model.forward).parameters][: len(args)]
+    tracer = meta_tracer.MetaTracer()
+    tracer.proxy_buffer_attributes = True
+    meta = {n: a.to("meta") if isinstance(a, torch.Tensor) else a for n, a in zip(names, args)}
+    graph = tracer.trace(model, meta)
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def _constant_value(gm: torch.fx.GraphModule, target: str) -> Any:
+    """The number a one-element tensor constant holds (torch.tensor(0.5) made in forward(),
+    which fx keeps as an attribute of its own), or None: a policy needs its value, since the
+    module it reads its parameters from does not have it."""
+    t: Any = gm
+    for part in target.split("."):
+        t = getattr(t, part, None)
+    if not isinstance(t, torch.Tensor) or t.numel() != 1 or t.is_meta:
+        return None
+    return t.item()
+
+
 def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
-    gm = torch.fx.symbolic_trace(model)
+    """The module traced symbolically; where that fails (a size used as a number), traced again
+    with sizes fixed to this run's (``"sizes": "fixed"``: the graph holds only for these
+    shapes, as every plan built from it does)."""
+    sizes = "symbolic"
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception:  # noqa: BLE001 - e.g. slice indices that are proxies of x.size()
+        gm = _trace_with_sizes(model, args)
+        sizes = "fixed"
     ShapeProp(gm).propagate(*args)
     modules = dict(gm.named_modules())
+    owned = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
     nodes = []
     for n in gm.graph.nodes:
         entry: dict[str, Any] = {
@@ -81,18 +121,36 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
         tm = n.meta.get("tensor_meta")
         if tm is not None:
             entry["output"] = _meta_from_tm(tm)
+        if n.op == "get_attr" and n.target not in owned:
+            value = _constant_value(gm, n.target)
+            if value is not None:
+                entry["value"] = _arg(value)
         if n.op == "call_module":
             sub = modules[n.target]
             entry["module_type"] = type(sub).__name__
             entry["attrs"] = _module_attrs(sub)
             entry["parameters"] = {k: list(p.shape) for k, p in sub.named_parameters(recurse=False)}
         nodes.append(entry)
-    return {"source": "fx", "nodes": nodes}
+    return {"source": "fx", "sizes": sizes, "nodes": nodes}
+
+
+def _strided(shape: Any, stride: Any) -> bool:
+    """Whether a tensor of these strides is not laid out contiguously (dims of size 1 aside)."""
+    run = 1
+    for n, s in zip(reversed(list(shape)), reversed(list(stride))):
+        if n != 1 and s != run:
+            return True
+        run *= n
+    return False
 
 
 def _meta_from_tm(tm: Any) -> Any:
     if hasattr(tm, "shape"):
-        return {"shape": list(tm.shape), "dtype": str(tm.dtype).replace("torch.", "")}
+        meta = {"shape": list(tm.shape), "dtype": str(tm.dtype).replace("torch.", "")}
+        stride = getattr(tm, "stride", None)
+        if stride is not None and _strided(tm.shape, stride):  # a transposed or sliced view
+            meta["stride"] = list(stride)
+        return meta
     if isinstance(tm, (list, tuple)):
         return [_meta_from_tm(t) for t in tm]
     if isinstance(tm, dict):

@@ -1,9 +1,10 @@
-/* expert_cast.c: the conversion kernel of a boolean or integer input (KFX_CAST): a mask
+/* expert_cast.c: the conversion kernel of a boolean or integer input or result (KFX_CAST): a mask
  * (torch.bool), class indices or counts (int64, int32) read once into a float32 tensor of the
  * same shape, so that every other kernel reads it as the float it becomes in PyTorch's type
  * promotion (x * mask). Exact for booleans and for integers up to 2^24 in magnitude, the range
  * in which a float32 computation in PyTorch sees them exactly too. st->op holds the input's C
  * element type. Each source is built in a fresh buffer that the caller owns and frees. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,4 +82,43 @@ int kfx_plan_cast(struct kfx_plan *p, int k, const char *dtype, char *detail, si
     snprintf(p->val[k].py, sizeof(p->val[k].py), "%s", out);
     p->val[k].is_int = 0;
     return 0;
+}
+
+/* x.float(), x.to(torch.float32) and x.type(torch.float32): 0 when the node is none of them
+ * or casts to another dtype; for a float or a comparison's boolean, the same value (lazy);
+ * for an integer result (an arg-reduction's indices), a KFX_CAST step into a float32 tensor,
+ * as PyTorch converts it. 1 handled, -1 with detail. */
+int kfx_plan_to_float32(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const char *s = json_string_value(json_object_get(node, "target"));
+    const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+    if (strcmp(op, "call_method") != 0 || dt == NULL || strcmp(dt, "float32") != 0)
+        return 0;
+    size_t na = json_array_size(args), nk = json_object_size(kw);
+    const char *to = na == 2 ? json_string_value(json_array_get(args, 1))
+                             : json_string_value(json_object_get(kw, "dtype"));
+    bool plain = !strcmp(s, "float") && na == 1 && nk == 0;
+    bool named = (!strcmp(s, "to") || !strcmp(s, "type")) && na + nk == 2 && to != NULL &&
+                 !strcmp(to, "float32");
+    if (!plain && !named)
+        return 0;
+    int j = kfx_arg_val(p, json_array_get(args, 0));
+    if (j < 0)
+        return 0;
+    struct kfx_val *v = &p->val[j];
+    if (v->kind == KFX_TUPLE || v->kind == KFX_SIZE || v->kind == KFX_DEVICE)
+        return 0;
+    if (!v->is_int || v->kind == KFX_LAZY) { /* already read as float by elementwise code */
+        char e[16];
+        snprintf(e, sizeof(e), "v%d", j);
+        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    }
+    if (v->kind != KFX_TENSOR || v->noncontig || v->offset) {
+        snprintf(detail, dlen, "%s of a strided view of an integer result (not yet)", s);
+        return -1;
+    }
+    kfx_set_val(p, k, node, KFX_TENSOR, v->py);
+    p->val[k].is_int = 1;
+    return kfx_plan_cast(p, k, "int64", detail, dlen) == 0 ? 1 : -1;
 }

@@ -1,5 +1,6 @@
 /* expert_cat.c: torch.cat (torch.concat, torch.concatenate) of up to KFX_MAX_CAT float tensors
- * along one dim (KFX_CAT). Each input, made contiguous, is a run of outer blocks of len_s *
+ * along one dim (KFX_CAT), and torch.stack, a cat of the inputs each unsqueezed at the dim (a
+ * length of 1 each). Each input, made contiguous, is a run of outer blocks of len_s *
  * inner contiguous elements that land at (o * total + start_s) * inner in the output: the
  * kernel copies those runs. cuda: a block per chunk of up to 16384 elements of one run, with
  * float4 loads and stores where the run and both ends are 16-byte aligned; cpu: a memcpy per
@@ -128,7 +129,9 @@ char *kfx_cat_src(const struct kfx_step *st, const char *backend, int v) {
 
 int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
-    if (strcmp(s, "cat") != 0 && strcmp(s, "concat") != 0 && strcmp(s, "concatenate") != 0)
+    const bool stack = strcmp(s, "stack") == 0;
+    if (strcmp(s, "cat") != 0 && strcmp(s, "concat") != 0 && strcmp(s, "concatenate") != 0 &&
+        !stack)
         return 0;
     const json_t *list = kfx_node_arg(node, 0, "tensors"), *dj = kfx_node_arg(node, 1, "dim");
     const size_t n = json_array_size(list);
@@ -142,13 +145,13 @@ int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, c
               !strcmp(dt, "float32");
     for (size_t i = 0; ok && i < n; i++) {
         in[i] = kfx_arg_val(p, json_array_get(list, i));
-        ok = in[i] >= 0 && !p->val[in[i]].is_int && p->val[in[i]].ndim == nd &&
+        ok = in[i] >= 0 && !p->val[in[i]].is_int && p->val[in[i]].ndim == nd - stack &&
              p->val[in[i]].kind != KFX_TUPLE && p->val[in[i]].kind != KFX_SIZE;
     }
     if (!ok) {
         snprintf(detail, dlen,
-                 "cat of other than 1 to %d float tensors of one rank along one dim (not yet)",
-                 KFX_MAX_CAT);
+                 "%s of other than 1 to %d float tensors of one rank along one dim (not yet)",
+                 stack ? "stack" : "cat", KFX_MAX_CAT);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -163,12 +166,15 @@ int kfx_plan_cat(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     for (size_t i = 0; i < n; i++) {
         size_t a = strlen(xs), b = strlen(lens);
         snprintf(xs + a, sizeof(xs) - a, "%s, ", p->val[in[i]].py);
-        snprintf(lens + b, sizeof(lens) - b, ", %s.shape[%lld]", p->val[in[i]].py, d);
+        if (stack)
+            snprintf(lens + b, sizeof(lens) - b, ", 1");
+        else
+            snprintf(lens + b, sizeof(lens) - b, ", %s.shape[%lld]", p->val[in[i]].py, d);
     }
     snprintf(out, sizeof(out), "t%d", k);
     kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s = _alloc(_cat_shape(%lld, %.*s), %s)", out, d, (int)strlen(xs) - 2, xs,
-             p->like);
+    kfx_line(p, "%s = _alloc(_%s_shape(%lld, %.*s), %s)", out, stack ? "stack" : "cat", d,
+             (int)strlen(xs) - 2, xs, p->like);
     kfx_line(p, "%s_g = _geom(%s.shape, (%lld,), True)", out, out, d);
     kfx_line(p, "self.k.%s(%s%s, %s_g[0], %s_g[2]%s)", st->fn, xs, out, out, out, lens);
     return 1;

@@ -243,11 +243,20 @@ static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const 
     long long st[KFX_MAX_LEAVES][KFX_MAX_DIMS], last[KFX_MAX_LEAVES];
     for (int l = 0; l < c->n_leaves; l++) {
         const struct kfx_val *y = &p->val[c->leaf[l]];
+        /* a strided view: the strides the trace recorded (inspect writes them for a tensor
+         * that is not contiguous); without them, no dimension is taken to merge */
+        const json_t *rec = y->noncontig && y->node
+                                ? json_object_get(json_object_get(y->node, "output"), "stride")
+                                : NULL;
+        if (y->noncontig && json_array_size(rec) != (size_t)y->ndim)
+            return x->ndim;
         long long run = 1;
         for (int d = x->ndim - 1; d >= 0; d--) {
             int e = d - (x->ndim - y->ndim);
             long long n = e >= 0 ? y->shape[e] : 1;
-            st[l][d] = n == x->shape[d] ? run : 0;
+            long long own =
+                rec && e >= 0 ? json_integer_value(json_array_get(rec, (size_t)e)) : run;
+            st[l][d] = n == x->shape[d] ? own : 0;
             run *= n;
         }
     }
@@ -304,8 +313,9 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         snprintf(detail, dlen, "a (values, indices) tuple used whole (not yet)");
         return -1;
     }
-    if (x->kind == KFX_SIZE) {
-        snprintf(detail, dlen, "a size used as a tensor (not yet)");
+    if (x->kind == KFX_SIZE || x->kind == KFX_DEVICE) {
+        snprintf(detail, dlen, "a %s used as a tensor (not yet)",
+                 x->kind == KFX_SIZE ? "size" : "device");
         return -1;
     }
     if (x->kind != KFX_LAZY && x->noncontig) {
@@ -352,7 +362,7 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     }
     if (full < 0) /* no leaf of x's shape: the broadcasting kernel reads the scalars too */
         bcast = 1;
-    if (bcast && x->ndim > 4 && (strided || folded_dims(p, x, c) > 4)) {
+    if (bcast && x->ndim > 4 && folded_dims(p, x, c) > 4) {
         snprintf(detail, dlen,
                  "broadcasting over more than 4 dimensions that do not merge (not "
                  "yet)");
@@ -522,6 +532,15 @@ static const char *module_op(const char *type) {
 
 /* An argument as C text: a val's variable or a number. 0, or -1. */
 static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
+    /* an infinite Python float, which JSON cannot hold: {"float": "-inf"} (inspect's _arg) */
+    const char *inf = json_string_value(json_object_get(a, "float"));
+    if (json_is_object(a) && inf != NULL && json_object_size(a) == 1) {
+        bool neg = inf[0] == '-';
+        if (strcmp(inf + neg, "inf") != 0)
+            return -1;
+        snprintf(out, n, "%s", neg ? "(-INFINITY)" : "INFINITY");
+        return 0;
+    }
     if (json_is_number(a) || json_is_boolean(a)) {
         char buf[40];
         snprintf(
@@ -680,23 +699,6 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     return rc;
 }
 
-/* A get_attr node: a parameter or buffer of the module. */
-static void attribute(struct kfx_plan *p, const json_t *node, int k) {
-    const char *target = json_string_value(json_object_get(node, "target"));
-    bool buffer = false;
-    size_t i;
-    const json_t *b;
-    json_array_foreach(json_object_get(p->graph, "buffers"), i, b) {
-        const char *n = json_string_value(json_object_get(b, "name"));
-        if (n && strcmp(n, target) == 0)
-            buffer = true;
-    }
-    char py[16];
-    snprintf(py, sizeof(py), "p%d", k);
-    kfx_bind_param(p, py, target, buffer);
-    kfx_set_val(p, k, node, KFX_PARAM, py);
-}
-
 static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t dlen) {
     int v = kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0));
     if (v < 0) {
@@ -782,10 +784,15 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             continue;
         }
         if (strcmp(op, "get_attr") == 0) {
-            attribute(p, node, k);
+            if (kfx_plan_attribute(p, node, k, detail, dlen) != 0)
+                return -1;
             continue;
         }
         int rc = kfx_plan_scalar(p, node, k);
+        if (rc == 0)
+            rc = kfx_plan_to_float32(p, node, k, detail, dlen);
+        if (rc == 0)
+            rc = kfx_plan_const(p, node, k, detail, dlen);
         if (rc == 0)
             rc = elementwise(p, node, k);
         if (rc == 0)
@@ -818,6 +825,14 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     if (p->fwd == NULL || !json_is_array(nodes)) {
         snprintf(detail, dlen, "no operator graph (the module could not be traced)");
+        return -1;
+    }
+    const char *src =
+        json_string_value(json_object_get(json_object_get(p->graph, "graph"), "source"));
+    if (src != NULL && strcmp(src, "fx") != 0) { /* ATen operators only: no graph to plan from */
+        const char *why = json_string_value(json_object_get(p->graph, "fx_error"));
+        snprintf(detail, dlen, "the module could not be traced by torch.fx (%.300s)",
+                 why ? why : "no reason given");
         return -1;
     }
     if (walk_nodes(p, detail, dlen) != 0)

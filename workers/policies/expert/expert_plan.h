@@ -31,6 +31,7 @@ enum kfx_vkind {
     KFX_TUPLE,  /* (values, indices) of torch.max/min over a dim, until getitem picks one */
     KFX_SIZE,   /* a Python int (x.shape[d], ndim 0) or shape (x.shape, ndim 1) of a tensor:
                    read by views, never by a kernel (is_int is set) */
+    KFX_DEVICE, /* x.device: read only by torch.tensor(number, device=..) (expert_plan_const.c) */
 };
 
 /* One value of the graph (a node's result, or a view the plan made). */
@@ -274,6 +275,16 @@ char *kfx_multi_src(const struct kfx_step *st, const char *backend, int v);
  * bool, int64 or int32) into a float32 tensor of its shape made by a conversion step, 0; or
  * -1 with detail for any other dtype. kfx_cast_ctype: dtype's C element type, or NULL. */
 int kfx_plan_cast(struct kfx_plan *p, int k, const char *dtype, char *detail, size_t dlen);
+
+/* expert_plan_const.c. kfx_plan_attribute: a get_attr node k, a parameter or buffer of the
+ * module, or a 0-d tensor constant whose value inspect kept (a float literal); 0, or -1 with
+ * detail. kfx_plan_const: getattr(x, "device") and torch.tensor(number, ..) as node k; 1
+ * handled, 0 not such a node, -1 with detail. */
+int kfx_plan_attribute(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+int kfx_plan_const(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+/* x.float(), x.to(torch.float32), x.type(torch.float32) as node k: 1 handled (the same value,
+ * or a KFX_CAST step of an integer result), 0 not such a node, -1 with detail. */
+int kfx_plan_to_float32(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 const char *kfx_cast_ctype(const char *dtype);
 char *kfx_cast_src(const struct kfx_step *st, const char *backend, int v);
 
