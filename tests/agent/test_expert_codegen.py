@@ -63,6 +63,20 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # fmod, remainder and % (the sign of the divisor, as PyTorch's), global max pools
+    "fmod_remainder": (
+        "return torch.fmod(x, 0.7) + torch.remainder(x, y) + x % -0.3 + torch.maximum(x, y)",
+        "64, 32",
+    ),
+    "adaptive_max": (
+        "return (F.adaptive_max_pool1d(x.view(4, 16, 32), 1) + nn.AdaptiveMaxPool2d((1, 1))(y.view(4, 16, 4, 8)).view(4, 16, 1) + F.adaptive_avg_pool1d(x.view(4, 16, 32), 1)).view(4, 16)",
+        "64, 32",
+    ),
+    # bounds that are tensors, broadcast along the rows
+    "clamp_tensor": (
+        "return torch.clamp(x, min=y[0], max=y[1] + 1) + torch.clamp_min(x, y[2]) + x.clamp(max=y[3])",
+        "4, 32",
+    ),
     "stack": (
         "return torch.stack([x, y * 2, torch.relu(x)], dim=1).sum(1) + torch.stack((x, y), -1)[..., 1]",
         "64, 32",
@@ -856,8 +870,35 @@ def get_init_inputs():
     return []
 """
 
+# nn.Flatten (start_dim 1 by default), and a dtype argument that keeps float32
+FLATTEN_DTYPES = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(128, 10)
+
+    def forward(self, x):
+        y = F.softmax(self.fc(self.flat(x)), dim=1, dtype=torch.float32)
+        return y + torch.cumsum(y, 1, dtype=torch.float32) + nn.Flatten(0, 1)(x)[:4, :10]
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "flatten_dtypes": FLATTEN_DTYPES,
     "tensor_constants": TENSOR_CONSTANTS,
     "shuffle_unit": SHUFFLE_UNIT,
     "casts": CASTS,
@@ -912,6 +953,7 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return x[:, [0, 2]] + 1", "indexing by a tensor or a list"),
         ("return x > y", "a comparison's boolean tensor used as a tensor"),
         ("return x * 2 if x.sum() > 0 else y", "could not be traced by torch.fx"),
+        ("return x.view(4, 16, 32).mean(dim=(0, 2)) + 1", "not adjacent"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:

@@ -94,6 +94,15 @@ EDGES = {
         "pass",
         "[torch.randn(300, 1000)]",
     ),
+    # tensor bounds of a clamp, fmod and remainder, a global max pool, a dtype that keeps float32
+    "misc_spellings": (
+        "x, y",
+        "return (torch.clamp(x, min=y[0], max=y[1]) + torch.remainder(x, 0.7) + torch.fmod(x, y[2])"
+        " + F.adaptive_max_pool1d(x.view(300, 10, 100), 1).view(300, 10).sum(1, keepdim=True)"
+        " + F.softmax(x, 1, dtype=torch.float32))",
+        "pass",
+        "[torch.randn(300, 1000), torch.randn(3, 1000)]",
+    ),
     # leaves that broadcast along a run of a reduction's input (kfx_rows_load's kf_load4, each
     # of its three ways: one value per four, a column run whose length is a multiple of 4, four
     # reads) and along long rows of a broadcasting pass (expert_bcast.c's kf_long4 and kf_long)

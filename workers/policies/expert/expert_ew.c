@@ -162,6 +162,13 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
             snprintf(e, n, "f%sf(%s, %s)", !strcmp(op, "maximum") ? "max" : "min", a, b);
         else if (!strcmp(op, "pow"))
             pow_expr(a, b, e, n);
+        else if (!strcmp(op, "fmod"))
+            snprintf(e, n, "fmodf(%s, %s)", a, b);
+        else if (!strcmp(op, "remainder") || !strcmp(op, "mod")) /* x % y: the sign of y */
+            snprintf(e, n,
+                     "(fmodf(%s, %s) != 0.0f && ((%s) < 0.0f) != (fmodf(%s, %s) < 0.0f) ? "
+                     "fmodf(%s, %s) + (%s) : fmodf(%s, %s))",
+                     a, b, b, a, b, a, b, b, a, b);
         else
             return -1;
         return 0;

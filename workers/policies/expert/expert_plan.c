@@ -610,6 +610,20 @@ static int tanh_softplus(const struct kfx_plan *p, const char *a, char *e, size_
     return kfw_tanh_softplus(p->val[k].expr, e, n);
 }
 
+/* torch.clamp(x, min, max) where a bound is a tensor (or None, or a number): val k lazy,
+ * min(max(x, min), max) as PyTorch computes it. 1, or -1 for an operand not understood. */
+static int clamp_by_tensor(struct kfx_plan *p, const json_t *x, const json_t *kw, int k,
+                           const json_t *node) {
+    char a[48], lo[48] = "-3.4e38f", hi[48] = "3.4e38f", e[200];
+    const json_t *mn = json_object_get(kw, "min"), *mx = json_object_get(kw, "max");
+    if (arg_text(p, x, a, sizeof(a)) != 0 || json_object_size(kw) > 2 ||
+        (mn && !json_is_null(mn) && arg_text(p, mn, lo, sizeof(lo)) != 0) ||
+        (mx && !json_is_null(mx) && arg_text(p, mx, hi, sizeof(hi)) != 0))
+        return -1;
+    snprintf(e, sizeof(e), "fminf(fmaxf(%s, %s), %s)", a, lo, hi);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 /* An elementwise node: val k becomes lazy. 1 handled, 0 not elementwise, -1 unsupported. */
 static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     const char *op = json_string_value(json_object_get(node, "op"));
@@ -645,10 +659,18 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     }
     /* torch.clamp_min(x, v) and torch.clamp_max(x, v): clamp's keywords */
     if ((strcmp(s, "clamp_min") == 0 || strcmp(s, "clamp_max") == 0) && na == 2 &&
-        json_is_number(json_array_get(args, 1))) {
+        (json_is_number(json_array_get(args, 1)) || json_is_object(json_array_get(args, 1)))) {
         json_object_set(kw, strcmp(s, "clamp_min") == 0 ? "min" : "max", json_array_get(args, 1));
         na = 1;
         s = "clamp";
+    }
+    /* a bound that is a tensor (torch.clamp(x, min=t)): fmaxf and fminf with its value */
+    if (strcmp(s, "clamp") == 0 && na == 1 &&
+        (json_is_object(json_object_get(kw, "min")) ||
+         json_is_object(json_object_get(kw, "max")))) {
+        int rc = clamp_by_tensor(p, json_array_get(args, 0), kw, k, node);
+        json_decref(kw);
+        return rc;
     }
     /* F.threshold(x, threshold, value), traced as torch.nn.functional._threshold */
     if ((strcmp(s, "_threshold") == 0 || strcmp(s, "threshold") == 0) && na >= 3) {

@@ -51,11 +51,35 @@ static int dims_text(const json_t *d, int nd, char *out, size_t n) {
     return 0;
 }
 
+/* Whether a dim list names one run of adjacent dimensions of an ndim-dimensional input (an
+ * int, None or an empty list always does). */
+static bool adjacent_dims(const json_t *dim, int ndim) {
+    if (!json_is_array(dim) || ndim <= 0)
+        return true;
+    bool seen[KFX_MAX_DIMS] = {false};
+    size_t i;
+    const json_t *d;
+    json_array_foreach(dim, i, d) {
+        long long v = json_integer_value(d);
+        v = v < 0 ? v + ndim : v;
+        if (v >= 0 && v < ndim && v < KFX_MAX_DIMS)
+            seen[v] = true;
+    }
+    int runs = 0;
+    for (int j = 0; j < ndim && j < KFX_MAX_DIMS; j++)
+        runs += seen[j] && (j == 0 || !seen[j - 1]);
+    return runs <= 1;
+}
+
 int kfx_reduce(struct kfx_plan *p, const json_t *node, int k, int in, const char *op,
                const json_t *dim, bool keepdim, char *detail, size_t dlen) {
     char dims[128];
     if (dims_text(dim, p->val[in].ndim, dims, sizeof(dims)) != 0) {
         snprintf(detail, dlen, "%s over a dim argument that is not an int or list of ints", op);
+        return -1;
+    }
+    if (!adjacent_dims(dim, p->val[in].ndim)) { /* _geom's rows: one run of dimensions */
+        snprintf(detail, dlen, "%s over dims %s that are not adjacent (not yet)", op, dims);
         return -1;
     }
     int joined = kfx_multi_join(p, node, k, in, op, dims, keepdim, detail, dlen);
@@ -296,13 +320,19 @@ static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx
     return 1;
 }
 
+/* a dtype argument that changes nothing: none, or float32 (every tensor a plan reads is) */
+static bool same_dtype(const json_t *dt) {
+    return dt == NULL || json_is_null(dt) ||
+           (json_is_string(dt) && !strcmp(json_string_value(dt), "float32"));
+}
+
 static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
                    char *detail, size_t dlen) {
     const json_t *dim = module ? json_object_get(json_object_get(node, "attrs"), "dim")
                                : kfx_node_arg(node, 1, "dim");
     int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
-    if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
+    if (in < 0 || !json_is_integer(dim) || !same_dtype(dt)) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
     }
@@ -332,7 +362,7 @@ static int scan(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     const json_t *dim = kfx_node_arg(node, 1, "dim");
     int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
-    if (in < 0 || !json_is_integer(dim) || (dt && !json_is_null(dt))) {
+    if (in < 0 || !json_is_integer(dim) || !same_dtype(dt)) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
     }
@@ -674,23 +704,29 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
 
 /* nn.AdaptiveAvgPool1d/2d/3d(1) and F.adaptive_avg_pool1d/2d/3d(x, 1) (also (1, 1) ..): the
  * mean over the last 1, 2 or 3 dimensions, kept; other output sizes are not planned. */
-static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const char *s,
-                          char *detail, size_t dlen) {
-    static const char *const names[2][3] = {
+static int adaptive_to_1(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                         size_t dlen) {
+    static const char *const names[4][3] = {
         {"AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"},
-        {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}};
+        {"adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"},
+        {"AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"},
+        {"adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"}};
     int rank = 0;
-    bool module = false;
-    for (int m = 0; m < 2; m++)
+    bool module = false, max = false;
+    for (int m = 0; m < 4; m++)
         for (int r = 0; r < 3; r++)
             if (!strcmp(s, names[m][r])) {
                 rank = r + 1;
-                module = m == 0;
+                module = m % 2 == 0;
+                max = m >= 2;
             }
     if (rank == 0)
         return 0;
-    const json_t *os = module ? json_object_get(json_object_get(node, "attrs"), "output_size")
-                              : kfx_node_arg(node, 1, "output_size");
+    const json_t *attrs = json_object_get(node, "attrs");
+    const json_t *os =
+        module ? json_object_get(attrs, "output_size") : kfx_node_arg(node, 1, "output_size");
+    const json_t *ri =
+        module ? json_object_get(attrs, "return_indices") : kfx_node_arg(node, 2, "return_indices");
     bool one = json_is_integer(os) && json_integer_value(os) == 1;
     if (json_is_array(os) && json_array_size(os) == (size_t)rank) {
         one = true;
@@ -698,14 +734,15 @@ static int adaptive_avg_1(struct kfx_plan *p, const json_t *node, int k, const c
             one = one && json_integer_value(json_array_get(os, (size_t)i)) == 1;
     }
     int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
-    if (!one || in < 0 || p->val[in].ndim < rank + 1) {
-        snprintf(detail, dlen, "%s to an output other than 1 (not yet)", s);
+    if (!one || in < 0 || p->val[in].ndim < rank + 1 || json_is_true(ri)) {
+        snprintf(detail, dlen, "%s to an output other than 1, or with indices (not yet)", s);
         return -1;
     }
+    /* the mean or the max over the last rank dims, kept: an output of 1 along each */
     json_t *dims = json_array();
     for (int i = rank; i >= 1; i--)
         json_array_append_new(dims, json_integer(-i));
-    int rc = kfx_reduce(p, node, k, in, "mean", dims, true, detail, dlen);
+    int rc = kfx_reduce(p, node, k, in, max ? "amax" : "mean", dims, true, detail, dlen);
     json_decref(dims);
     return rc;
 }
@@ -763,7 +800,7 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
             return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
         int rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
         if (rc == 0)
-            rc = adaptive_avg_1(p, node, k, mtype, detail, dlen);
+            rc = adaptive_to_1(p, node, k, mtype, detail, dlen);
         return rc != 0 ? rc : norm(p, node, k, s, mtype, detail, dlen);
     }
     if (!strcmp(s, "getitem") || !strcmp(s, "getattr"))
@@ -800,7 +837,7 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d") || !strcmp(s, "max_pool1d") ||
         !strcmp(s, "avg_pool1d") || !strcmp(s, "max_pool3d") || !strcmp(s, "avg_pool3d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
-    int rc = adaptive_avg_1(p, node, k, s, detail, dlen);
+    int rc = adaptive_to_1(p, node, k, s, detail, dlen);
     if (rc == 0)
         rc = reduction(p, node, k, s, detail, dlen);
     if (rc == 0)

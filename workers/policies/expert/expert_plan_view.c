@@ -175,8 +175,12 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
         }
         snprintf(py, sizeof(py), "%s.view(%s)", src, args);
     } else if (!strcmp(s, "flatten")) {
-        const json_t *a = operand(node, 1, "start_dim"), *b = operand(node, 2, "end_dim");
-        long long st = json_is_integer(a) ? json_integer_value(a) : 0;
+        /* nn.Flatten: its attributes (start_dim 1 by default), torch.flatten's arguments */
+        const json_t *attrs = json_object_get(node, "attrs");
+        const json_t *a =
+            attrs ? json_object_get(attrs, "start_dim") : operand(node, 1, "start_dim");
+        const json_t *b = attrs ? json_object_get(attrs, "end_dim") : operand(node, 2, "end_dim");
+        long long st = json_is_integer(a) ? json_integer_value(a) : attrs ? 1 : 0;
         long long en = json_is_integer(b) ? json_integer_value(b) : -1;
         st = st < 0 ? st + nd : st;
         en = en < 0 ? en + nd : en;
@@ -629,8 +633,8 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         rc = like(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = size(p, node, k, s, detail, dlen);
-    if (rc == 0 && !module)
-        rc = view(p, node, k, s, detail, dlen);
+    if (rc == 0 && (!module || !strcmp(s, "Flatten")))
+        rc = view(p, node, k, module ? "flatten" : s, detail, dlen);
     if (rc == 0 && !module)
         rc = transpose(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
