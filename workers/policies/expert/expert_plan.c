@@ -532,15 +532,8 @@ static const char *module_op(const char *type) {
 
 /* An argument as C text: a val's variable or a number. 0, or -1. */
 static int arg_text(struct kfx_plan *p, const json_t *a, char *out, size_t n) {
-    /* an infinite Python float, which JSON cannot hold: {"float": "-inf"} (inspect's _arg) */
-    const char *inf = json_string_value(json_object_get(a, "float"));
-    if (json_is_object(a) && inf != NULL && json_object_size(a) == 1) {
-        bool neg = inf[0] == '-';
-        if (strcmp(inf + neg, "inf") != 0)
-            return -1;
-        snprintf(out, n, "%s", neg ? "(-INFINITY)" : "INFINITY");
+    if (kfx_infinity(a, out, n)) /* {"float": "-inf"}: an infinite Python float */
         return 0;
-    }
     if (json_is_number(a) || json_is_boolean(a)) {
         char buf[40];
         snprintf(

@@ -282,6 +282,9 @@ int kfx_plan_cast(struct kfx_plan *p, int k, const char *dtype, char *detail, si
  * handled, 0 not such a node, -1 with detail. */
 int kfx_plan_attribute(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 int kfx_plan_const(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+/* An infinite Python float as inspect writes it ({"float": "inf"} or "-inf", JSON having no
+ * infinity): true, and its C literal in out; false for anything else. */
+bool kfx_infinity(const json_t *v, char *out, size_t n);
 /* x.float(), x.to(torch.float32), x.type(torch.float32) as node k: 1 handled (the same value,
  * or a KFX_CAST step of an integer result), 0 not such a node, -1 with detail. */
 int kfx_plan_to_float32(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);

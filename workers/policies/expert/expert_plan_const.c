@@ -29,13 +29,19 @@ static bool owned(const struct kfx_plan *p, const char *target, bool *buffer) {
     return false;
 }
 
+bool kfx_infinity(const json_t *v, char *out, size_t n) {
+    const char *inf = json_string_value(json_object_get(v, "float"));
+    if (!json_is_object(v) || json_object_size(v) != 1 || inf == NULL ||
+        (strcmp(inf, "inf") != 0 && strcmp(inf, "-inf") != 0))
+        return false;
+    snprintf(out, n, "%s", inf[0] == '-' ? "(-INFINITY)" : "INFINITY");
+    return true;
+}
+
 /* a number, or an infinite one as inspect writes it ({"float": "-inf"}), as a C float literal */
 static int literal(const json_t *v, char *out, size_t n) {
-    const char *inf = json_string_value(json_object_get(v, "float"));
-    if (inf != NULL && (strcmp(inf, "inf") == 0 || strcmp(inf, "-inf") == 0)) {
-        snprintf(out, n, "%s", inf[0] == '-' ? "(-INFINITY)" : "INFINITY");
+    if (kfx_infinity(v, out, n))
         return 0;
-    }
     if (!json_is_number(v) && !json_is_boolean(v))
         return -1;
     double d = json_is_number(v) ? json_number_value(v) : (double)json_is_true(v);
