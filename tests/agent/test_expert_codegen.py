@@ -954,6 +954,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return x > y", "a comparison's boolean tensor used as a tensor"),
         ("return x * 2 if x.sum() > 0 else y", "could not be traced by torch.fx"),
         ("return x.view(4, 16, 32).mean(dim=(0, 2)) + 1", "not adjacent"),
+        # a keyword read as a number that is an infinity: refused, not read as its default
+        ("return F.hardtanh(x, min_val=float('-inf')) + y", "hardtanh"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:

@@ -96,6 +96,14 @@ int kfw_tanh_softplus(const char *sp, char *e, size_t n) {
 int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, int nargs, char *e,
                 size_t n) {
     char k1[40], k2[40];
+    /* a keyword read below as a number (num_kw) that is a tensor or an infinity: refused, not
+     * read as its default (torch.clamp(x, min=t) once lost its bound that way) */
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)kw, key, v) {
+        if (json_is_object(v) || json_is_array(v))
+            return -1;
+    }
     if (nargs == 1) {
         if (!strcmp(op, "sigmoid"))
             snprintf(e, n, "1.0f / (1.0f + expf(-(%s)))", a);
