@@ -33,7 +33,7 @@ HARNESS = ROOT / "workers" / "harness"
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 TASKS = sorted(p.stem for p in (ROOT / "examples" / "tasks").glob("*.py"))
 # one task per kind of kernel: every cuda variant of these is compiled
-EVERY_VARIANT = ["gelu", "scale_bias_relu", "argmax_last_dim", "softmax_dim1", "layer_norm_gelu"]
+EVERY_VARIANT = ["gelu", "scale_bias_relu", "argmax_last_dim", "softmax_dim1", "layer_norm_gelu", "bmm"]
 # besides those and SMALL, the cuda kernels (variant 0) of these, one or two per other kind (gemm,
 # conv, pool, moments, reductions): nvcc takes many seconds a file here; every task's cuda plan is
 # compiled and run on the GPU in tests/agent/test_expert_gpu.py (make test-gpu)
@@ -63,6 +63,13 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # nan_to_num's defaults (float32's largest finite values) and keywords, over NaN (a log of
+    # a negative) and both infinities (1 / +-0)
+    "nan_to_num": (
+        "z = torch.log(x) + 1.0 / (y * (y.abs() > 2.0))\n        "
+        "return torch.nan_to_num(z) + torch.nan_to_num(z, nan=1.5, posinf=7.0, neginf=-3.0) + z.nan_to_num(neginf=2.0)",
+        "64, 32",
+    ),
     # fmod, remainder and % (the sign of the divisor, as PyTorch's), global max pools
     "fmod_remainder": (
         "return torch.fmod(x, 0.7) + torch.remainder(x, y) + x % -0.3 + torch.maximum(x, y)",
@@ -896,8 +903,37 @@ def get_init_inputs():
     return []
 """
 
+# nn.RMSNorm with its default eps (the dtype's epsilon), over two dims without an affine, and
+# F.rms_norm with a weight and an eps
+RMS_NORMS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = nn.RMSNorm(64)
+        self.n2 = nn.RMSNorm([8, 64], eps=1e-5, elementwise_affine=False)
+        self.w = nn.Parameter(torch.randn(64))
+
+    def forward(self, x):
+        y = self.n(x) + self.n2(x)
+        return F.rms_norm(y, (64,), self.w, 1e-6) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 64) * 3]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "rms_norms": RMS_NORMS,
     "flatten_dtypes": FLATTEN_DTYPES,
     "tensor_constants": TENSOR_CONSTANTS,
     "shuffle_unit": SHUFFLE_UNIT,

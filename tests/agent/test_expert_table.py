@@ -96,3 +96,22 @@ def test_a_candidate_that_computes_less_is_measured_against_memory() -> None:
     assert expert_bench.overall([out])["memory_bound_tasks"] == 1
     slow = expert_bench.bench_row({**row, "candidate_ms": 3.0}, work, peaks)
     assert slow["bound"] == "compute" and 0.8 < slow["limit_fraction"] < 1.0
+
+
+def test_a_product_on_the_tensor_cores_keeps_its_compute_bound() -> None:
+    """A matrix product of split operands on TF32 tensor cores (expert_gemm_split.c) does the
+    reference's FLOPs past the fp32 peak: its row stays compute-bound, above 100% of that peak,
+    where a candidate without a gemm kernel past the peak is read against memory."""
+    import expert_bench
+
+    work = {"bound": "compute", "flops": 2 * 4096**3, "bytes": 3 * 4096 * 4096 * 4}
+    peaks = {"peak_flops": 51e12, "bandwidth_Bps": 4.25e12}
+    row = {"task": "matmul", "status": "ok (gemm, variant 0)", "solved": True, "candidate_ms": 1.47,
+           "eager_ms": 2.73}  # fmt: skip
+    out = expert_bench.bench_row(row, work, peaks)
+    assert out["bound"] == "compute (tensor cores)"
+    assert 1.7 < out["limit_fraction"] < 1.9
+    assert expert_bench.overall([out])["compute_bound_tasks"] == 1
+    assert "GFLOP/s" in expert_bench._rate(out)
+    ew = expert_bench.bench_row({**row, "status": "ok (ew, variant 0)"}, work, peaks)
+    assert ew["bound"] == "memory (fewer FLOPs)"

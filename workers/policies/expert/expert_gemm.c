@@ -10,11 +10,12 @@
  *   linear x [.., K], w [N, K] one GEMM over every row of x.
  * Batch dims that broadcast (e.g. [2, 1, M, K] x [3, K, N]) raise ValueError at run time: the
  * operands' shapes are not part of the node, so that cannot be told here.
- * Kernels: cuBLAS (cublasSgemm_64 / cublasSgemmStridedBatched_64) or cuBLASLt, never TF32, on
- * cuda; a cache-blocked OpenMP SGEMM (B packed in panels, a register-blocked micro-kernel) in
- * three block sizes on cpu.
- * Nothing is kept between calls: the node is only read, py is the caller's (appended to), and
- * each source is built in a fresh buffer that the caller owns and frees. */
+ * Kernels on cuda: cuBLAS (cublasSgemm_64 / cublasSgemmStridedBatched_64; large products as
+ * three TF32 products of split operands, as accurate as the SGEMM: expert_gemm_split.c) or
+ * cuBLASLt, never plain TF32; a cache-blocked OpenMP SGEMM (B packed in panels, a register-blocked
+ * micro-kernel) in three block sizes on cpu. Nothing is kept between calls: the node is only read,
+ * py is the caller's (appended to), and each source is built in a fresh buffer that the caller owns
+ * and frees. */
 #include "expert_ops.h"
 
 #include <stdbool.h>
@@ -144,8 +145,7 @@ static const char CUBLAS_HANDLE[] =
     "        h = created;\n"
     "    }\n"
     "    return h;\n"
-    "}\n\n"
-    "} // namespace\n\n";
+    "}\n\n";
 
 /* A product with one column (n == 1: a matrix times a vector, a linear layer of one output) is
  * a dot product per row of a, which cuBLAS's SGEMM runs at some 45% of the copy bandwidth (a
@@ -227,6 +227,8 @@ static const char CUBLAS_ENTRY[] =
     "    cublasStatus_t st = cublasSetStream(h, 0);\n"
     "    if (st != CUBLAS_STATUS_SUCCESS)\n"
     "        return kCublasError + (int)st;\n"
+    "    if (kSplit && use_split(batch, m, k, n, sa, sb))\n"
+    "        return split_gemm(h, a, b, c, batch, m, k, n, sa, sb);\n"
     "    const float one = 1.0f, zero = 0.0f;\n"
     "    const cublasOperation_t opb = kTransB ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
     "    const int64_t ldb = kTransB ? k : n;\n"
@@ -425,31 +427,48 @@ static const char LT_ENTRY[] =
     "    return rc != 0 ? rc : (int)cudaGetLastError();\n"
     "}\n";
 
-/* Variant 0 (cuBLAS) or 1 (cuBLASLt). */
+/* Variant 0 (cuBLAS; large products on TF32 tensor cores with split operands,
+ * expert_gemm_split.c), 1 (cuBLASLt) or 2 (cuBLAS's SGEMM for every size). */
 static char *cuda_src(const struct kfx_call *c, bool trans, int v) {
-    if (v < 0 || v > 1)
+    if (v < 0 || v > 2)
         return NULL;
     struct kf_buf b = {0};
     head(&b, c, trans,
-         v == 0 ? "cuBLAS SGEMM (strided batched when batch > 1), stream 0"
-                : "cuBLASLt matmul with CUBLAS_COMPUTE_32F (never TF32), stream 0");
-    kf_buf_printf(&b,
-                  "%s#include <cuda_runtime.h>\n\n#include <cstdint>\n\n"
-                  "namespace {\n\nconstexpr bool kTransB = %s;\nconstexpr bool kTransA = %s;\n\n%s",
-                  v == 0 ? "// Row-major C = A op(B) is column-major C^T = op(B)^T A^T: the "
-                           "operands go to cuBLAS swapped.\n#include <cublas_v2.h>\n"
-                         : "// The algorithm is the heuristic's first for each shape and "
-                           "alignment, cached (a few plans).\n#include <cublasLt.h>\n",
-                  trans ? "true" : "false", c->trans_a ? "true" : "false", GEMV);
-    if (v == 0) {
+         v == 0   ? "cuBLAS: SGEMM, or for large products three TF32 products of split operands "
+                    "as accurate as SGEMM (strided batched when batch > 1), stream 0"
+         : v == 1 ? "cuBLASLt matmul with CUBLAS_COMPUTE_32F (never TF32), stream 0"
+                  : "cuBLAS SGEMM at every size (strided batched when batch > 1), stream 0");
+    kf_buf_printf(
+        &b,
+        "%s#include <cuda_runtime.h>\n\n#include <algorithm>\n#include <cstdint>\n\n"
+        "namespace {\n\nconstexpr bool kTransB = %s;\nconstexpr bool kTransA = %s;\n%s\n%s",
+        v != 1 ? "// Row-major C = A op(B) is column-major C^T = op(B)^T A^T: the "
+                 "operands go to cuBLAS swapped.\n#include <cublas_v2.h>\n"
+               : "// The algorithm is the heuristic's first for each shape and "
+                 "alignment, cached (a few plans).\n#include <cublasLt.h>\n",
+        trans ? "true" : "false", c->trans_a ? "true" : "false",
+        v == 1   ? ""
+        : v == 0 ? "constexpr bool kSplit = true; // large products: split_gemm\n"
+                 : "constexpr bool kSplit = false;\n",
+        GEMV);
+    if (v != 1) {
         kf_buf_printf(&b, "%s", CUBLAS_HANDLE);
+        if (v == 0)
+            kfx_gemm_split_src(&b);
+        else
+            kf_buf_printf(&b, "bool use_split(int64_t, int64_t, int64_t, int64_t, int64_t, "
+                              "int64_t) {\n    return false;\n}\n\n"
+                              "int split_gemm(cublasHandle_t, const float *, const float *, "
+                              "float *, int64_t, int64_t,\n               int64_t, int64_t, "
+                              "int64_t, int64_t) {\n    return kCublasError;\n}\n\n");
+        kf_buf_printf(&b, "} // namespace\n\n");
     } else {
         kf_buf_printf(&b, "%s", LT_BODY_HEAD);
         kfx_src_plan_lookup(&b, "9");
         kf_buf_printf(&b, "%s", LT_BODY_TAIL);
     }
     signature(&b, c);
-    kf_buf_printf(&b, "%s%s", CUDA_ENTRY_CHECKS, v == 0 ? CUBLAS_ENTRY : LT_ENTRY);
+    kf_buf_printf(&b, "%s%s", CUDA_ENTRY_CHECKS, v != 1 ? CUBLAS_ENTRY : LT_ENTRY);
     return b.data;
 }
 

@@ -52,6 +52,10 @@ typedef char *(*kfx_src_fn)(const struct kfx_call *c, int v);
  * x [.., K], weight [N, K]: out = x @ weight^T (the bias, if any, is the planner's). */
 int kfx_gemm_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_t dlen);
 char *kfx_gemm_src(const struct kfx_call *c, int v);
+/* expert_gemm_split.c: the CUDA section of large products on TF32 tensor cores with split
+ * operands (use_split, split_gemm), appended to b inside the source's namespace, after the
+ * cuBLAS handle. */
+void kfx_gemm_split_src(struct kf_buf *b);
 
 /* nn.Conv2d or torch.nn.functional.conv2d / torch.conv2d: in = {x, weight}; x [N, C, H, W],
  * weight [OC, C/groups, KH, KW]; stride, padding, dilation from attrs / args / kwargs; the bias,

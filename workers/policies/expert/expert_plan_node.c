@@ -525,6 +525,61 @@ static double num(const json_t *v, double def) {
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
+/* RMS norm (nn.RMSNorm, F.rms_norm): x / sqrt(mean(x^2 over the last L dims) + eps) * weight,
+ * a mean of squares (kfx_reduce, keepdim) and the lazy scaling after it. eps None is the
+ * dtype's machine epsilon, as in PyTorch. 1, or -1. */
+static int rms(struct kfx_plan *p, const json_t *node, int k, bool module, char *detail,
+               size_t dlen) {
+    const json_t *attrs = json_object_get(node, "attrs");
+    int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    if (in < 0)
+        return -1;
+    int nd = p->val[in].ndim;
+    const json_t *ns = module ? json_object_get(attrs, "normalized_shape")
+                              : kfx_node_arg(node, 1, "normalized_shape");
+    int L = json_is_array(ns) ? (int)json_array_size(ns) : 1;
+    double eps = num(module ? json_object_get(attrs, "eps") : kfx_node_arg(node, 3, "eps"),
+                     1.1920928955078125e-07);
+    if (L < 1 || L > nd) {
+        snprintf(detail, dlen, "RMS norm over %d of %d dimensions", L, nd);
+        return -1;
+    }
+    int w = -1;
+    const json_t *wa = kfx_node_arg(node, 2, "weight");
+    if (module) {
+        if (json_is_array(json_object_get(json_object_get(node, "parameters"), "weight")) &&
+            (w = param_val(p, NULL, json_string_value(json_object_get(node, "target")), "weight",
+                           0)) < 0)
+            return -1;
+    } else if (wa && !json_is_null(wa) && (w = param_val(p, wa, NULL, NULL, 0)) < 0) {
+        return -1;
+    }
+    char e[160];
+    snprintf(e, sizeof(e), "v%d * v%d", in, in);
+    int a = kfx_new_lazy(p, in, e);
+    int r = a < 0 ? -1 : kfx_new_out(p);
+    if (r < 0) {
+        snprintf(detail, dlen, "a graph of more than %d values", KFX_MAX_VALS);
+        return -1;
+    }
+    json_t *dims = json_array();
+    for (int d = nd - L; d < nd; d++)
+        json_array_append_new(dims, json_integer(d));
+    int rc = kfx_reduce(p, node, r, a, "mean", dims, true, detail, dlen);
+    json_decref(dims);
+    if (rc != 1)
+        return -1;
+    /* the statistics' shape: the input's with the normalised dims kept as 1 */
+    p->val[r].ndim = nd;
+    memcpy(p->val[r].shape, p->val[in].shape, sizeof(long long) * (size_t)nd);
+    for (int d = nd - L; d < nd; d++)
+        p->val[r].shape[d] = 1;
+    char lit[40];
+    snprintf(e, sizeof(e), "v%d * (1.0f / sqrtf(v%d + %s))", in, r, kfw_ew_lit(eps, lit));
+    affine(e, sizeof(e), w, -1);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, const char *mtype,
                 char *detail, size_t dlen) {
     const json_t *attrs = json_object_get(node, "attrs");
@@ -580,6 +635,8 @@ static int norm(struct kfx_plan *p, const json_t *node, int k, const char *s, co
             snprintf(detail, dlen, "%s with running statistics (not yet)", mtype ? mtype : s);
             return -1;
         }
+    } else if (module ? !strcmp(mtype, "RMSNorm") : !strcmp(s, "rms_norm")) {
+        return rms(p, node, k, module, detail, dlen);
     } else {
         return 0;
     }

@@ -65,6 +65,15 @@ int kfw_unary_more(const char *op, const json_t *kw, const char *a, char *e, siz
             return -1;
         snprintf(e, n, "%s > %s ? %s : %s", a, kw_lit(kw, "threshold", 0.0, k1), a,
                  kw_lit(kw, "value", 0.0, k2));
+    } else if (strcmp(op, "nan_to_num") == 0) {
+        /* NaN to nan (0), +inf to posinf and -inf to neginf (float32's largest finite values
+         * when None); a NaN is the one value unequal to itself */
+        char k3[40];
+        const char *big = "3.40282347e+38f";
+        snprintf(e, n, "%s != %s ? %s : %s > %s ? %s : %s < -%s ? %s : %s", a, a,
+                 kw_lit(kw, "nan", 0.0, k1), a, big,
+                 kw_lit(kw, "posinf", 3.4028234663852886e38, k2), a, big,
+                 kw_lit(kw, "neginf", -3.4028234663852886e38, k3), a);
     } else
         return -1;
     /* a keyword that is not a finite number ("inff", "nanf") is no C literal */
