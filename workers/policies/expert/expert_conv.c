@@ -372,6 +372,19 @@ static const char CUDA_ENTRY[] =
     "        direct<<<(unsigned)blocks, kThreads, 0, 0>>>(x, wt, y, geo, total);\n"
     "        return (int)cudaGetLastError();\n"
     "    }\n"
+    "    if (kSplit && g == 1) { // large ones on the tensor cores (expert_conv_split.c)\n"
+    "        State &s = state();\n"
+    "        if (s.h == nullptr)\n"
+    "            KF_CUDNN(cudnnCreate(&s.h));\n"
+    "        KF_CUDNN(cudnnSetStream(s.h, 0));\n"
+    "        const SplitConv sg{false, 2, n, c, oc, {h, w, 1}, {oh, ow, 1}, {kh, kw, 1},\n"
+    "                           {(int)pt, (int)pl, 0}, {(int)sh, (int)sw, 1}, {(int)dh, (int)dw, "
+    "1}};\n"
+    "        const int src =\n"
+    "            split_conv(s, x, wt, y, sg, [&]() { return cudnn_conv(x, wt, y, geo); });\n"
+    "        if (src >= 0)\n"
+    "            return src;\n"
+    "    }\n"
     "    const int rc = cudnn_conv(x, wt, y, geo);\n"
     "    return rc != 0 ? rc : (int)cudaGetLastError();\n"
     "}\n";
@@ -396,13 +409,15 @@ static char *cuda_src(const struct kfx_call *c, int v) {
                   "// Descriptors, algorithm and workspace size are cached per shape (a few "
                   "plans); one workspace\n"
                   "// is shared and grown. Asymmetric padding goes to a direct kernel.\n"
-                  "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <climits>\n"
+                  "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <algorithm>\n#include "
+                  "<climits>\n"
                   "#include <cstdint>\n\nnamespace {\n\nconstexpr bool kFind = %s;\n"
-                  "constexpr bool kDepthwise = %s; // depthwise: our kernel, not cuDNN's\n",
+                  "constexpr bool kDepthwise = %s; // depthwise: our kernel, not cuDNN's\n"
+                  "constexpr bool kSplit = %s; // large ones: TF32 tensor cores, split operands\n",
                   c->fn, v,
                   v == 0 ? "from cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7)"
                          : "cuDNN times fastest (cudnnFindConvolutionForwardAlgorithm)",
-                  v == 0 ? "false" : "true", v == 0 ? "true" : "false");
+                  v == 0 ? "false" : "true", v == 0 ? "true" : "false", v == 0 ? "true" : "false");
     kf_buf_printf(&b, "%s", CUDA_CONSTS);
     kfx_src_cudnn_check(&b);
     kf_buf_printf(&b, "%s", CUDA_GEO);
@@ -413,6 +428,7 @@ static char *cuda_src(const struct kfx_call *c, int v) {
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_BODY_TAIL);
     kfx_src_cudnn_workspace(&b);
+    kfx_conv_split_src(&b);
     kf_buf_printf(&b, "%s", CUDA_BODY_CONV);
     entry_point(&b, c, "", "(int)cudaErrorInvalidValue", CUDA_ENTRY);
     return b.data;

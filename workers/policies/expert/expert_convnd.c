@@ -477,17 +477,36 @@ static const char CUDA_ENTRY[] =
     "        return rc;\n"
     "    if (p->direct)\n"
     "        return run_direct(x, wt, y, g);\n"
-    "    const float one = 1.0f, zero = 0.0f;\n"
-    "    if (kTransposed)\n"
-    "        KF_CUDNN(cudnnConvolutionBackwardData(s.h, &one, p->wd, wt, p->xd, x, p->cd,\n"
-    "                                              (cudnnConvolutionBwdDataAlgo_t)p->algo, s.ws,\n"
-    "                                              p->ws_bytes, &zero, p->yd, y));\n"
-    "    else\n"
-    "        KF_CUDNN(cudnnConvolutionForward(s.h, &one, p->xd, x, p->wd, wt, p->cd,\n"
-    "                                         (cudnnConvolutionFwdAlgo_t)p->algo, s.ws, "
-    "p->ws_bytes,\n"
-    "                                         &zero, p->yd, y));\n"
-    "    return (int)cudaGetLastError();\n"
+    "    auto fp32 = [&]() -> int {\n"
+    "        const float one = 1.0f, zero = 0.0f;\n"
+    "        if (kTransposed)\n"
+    "            KF_CUDNN(cudnnConvolutionBackwardData(s.h, &one, p->wd, wt, p->xd, x, p->cd,\n"
+    "                                                  (cudnnConvolutionBwdDataAlgo_t)p->algo, "
+    "s.ws,\n"
+    "                                                  p->ws_bytes, &zero, p->yd, y));\n"
+    "        else\n"
+    "            KF_CUDNN(cudnnConvolutionForward(s.h, &one, p->xd, x, p->wd, wt, p->cd,\n"
+    "                                             (cudnnConvolutionFwdAlgo_t)p->algo, s.ws,\n"
+    "                                             p->ws_bytes, &zero, p->yd, y));\n"
+    "        return (int)cudaGetLastError();\n"
+    "    };\n"
+    "    if (kSplit && kG == 1) { // large ones on the tensor cores (expert_conv_split.c)\n"
+    "        constexpr int sp = kDims - 2, j0 = 3 - sp;\n"
+    "        SplitConv sg{kTransposed, sp, n, c, oc, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {}, {}, "
+    "{}};\n"
+    "        for (int j = 0; j < sp; ++j) {\n"
+    "            sg.in[j] = g.i[j0 + j];\n"
+    "            sg.out[j] = g.o[j0 + j];\n"
+    "            sg.k[j] = g.k[j0 + j];\n"
+    "            sg.pad[j] = (int)g.pb[j0 + j];\n"
+    "            sg.str[j] = (int)kS[j0 + j];\n"
+    "            sg.dil[j] = (int)kD[j0 + j];\n"
+    "        }\n"
+    "        const int src = split_conv(s, x, wt, y, sg, fp32);\n"
+    "        if (src >= 0)\n"
+    "            return src;\n"
+    "    }\n"
+    "    return fp32();\n"
     "}\n";
 
 /* Variant v (0 or 1) on cuda. */
@@ -504,13 +523,15 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
                   "workspace is shared and\n"
                   "// grown. Asymmetric padding, sizes past int and shapes cuDNN declines go "
                   "to a direct kernel.\n"
-                  "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <climits>\n"
+                  "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <algorithm>\n#include "
+                  "<climits>\n"
                   "#include <cstdint>\n\n#define KF_HD __host__ __device__\n\nnamespace {\n\n"
                   "constexpr bool kFind = %s;\nconstexpr int kDims = %d; // tensor dimensions "
-                  "cuDNN sees\n",
+                  "cuDNN sees\n"
+                  "constexpr bool kSplit = %s; // large ones: TF32 tensor cores, split operands\n",
                   c->fn, what, v,
                   v == 0 ? "from cuDNN's heuristics" : "cuDNN times fastest (cudnnFind)", what,
-                  v == 0 ? "false" : "true", p->rank == 3 ? 5 : 4);
+                  v == 0 ? "false" : "true", p->rank == 3 ? 5 : 4, v == 0 ? "true" : "false");
     src_common(&b, p);
     kf_buf_printf(&b, "%s", CUDA_STATE);
     kfx_src_cudnn_check(&b);
@@ -521,6 +542,7 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_TAIL);
     kfx_src_cudnn_workspace(&b);
+    kfx_conv_split_src(&b);
     kf_buf_printf(&b, "%s", CUDA_DIRECT);
     signature(&b, c);
     kf_buf_printf(&b, "%s", CUDA_ENTRY);

@@ -22,10 +22,9 @@
 
 #include "buf.h"
 
-static const char SPLIT[] =
-    "// ---- large products on TF32 tensor cores with split operands (expert_gemm_split.c) ----\n"
-    "constexpr int64_t kSplitChunk = 512;         // the heads' product: k summed in these\n"
-    "constexpr double kSplitWork = 17179869184.0; // 2^34 multiply-adds at least\n\n"
+/* The split itself, shared with expert_conv_split.c: split_one, the split_tf32 kernel and the
+ * split_space workspace. */
+static const char SPLIT_KERNEL[] =
     "// x = h + t exactly, h rounded to TF32 (nearest, ties away); non-finite x: h = x, t = 0.\n"
     "__device__ __forceinline__ void split_one(float x, float &h, float &t) {\n"
     "    if (!isfinite(x)) {\n"
@@ -92,7 +91,14 @@ static const char SPLIT[] =
     "        size = n;\n"
     "    }\n"
     "    return buf;\n"
-    "}\n\n"
+    "}\n\n";
+
+static const char SPLIT_HEAD[] =
+    "// ---- large products on TF32 tensor cores with split operands (expert_gemm_split.c) ----\n"
+    "constexpr int64_t kSplitChunk = 512;         // the heads' product: k summed in these\n"
+    "constexpr double kSplitWork = 17179869184.0; // 2^34 multiply-adds at least\n\n";
+
+static const char SPLIT[] =
     "bool use_split(int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa, int64_t sb) {\n"
     "    return (double)batch * m * n * k >= kSplitWork && m >= 256 && n >= 256 &&\n"
     "           k >= kSplitChunk && batch * m * n >= (int64_t{1} << 22) &&\n"
@@ -153,6 +159,10 @@ static const char SPLIT[] =
     "    return (int)cudaGetLastError();\n"
     "}\n\n";
 
+void kfx_src_split_kernel(struct kf_buf *b) {
+    kf_buf_printf(b, "%s", SPLIT_KERNEL);
+}
+
 void kfx_gemm_split_src(struct kf_buf *b) {
-    kf_buf_printf(b, "%s", SPLIT);
+    kf_buf_printf(b, "%s%s%s", SPLIT_HEAD, SPLIT_KERNEL, SPLIT);
 }

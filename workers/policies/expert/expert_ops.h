@@ -56,6 +56,12 @@ char *kfx_gemm_src(const struct kfx_call *c, int v);
  * operands (use_split, split_gemm), appended to b inside the source's namespace, after the
  * cuBLAS handle. */
 void kfx_gemm_split_src(struct kf_buf *b);
+/* The split itself (split_one, the split_tf32 kernel, split_space), which both use. */
+void kfx_src_split_kernel(struct kf_buf *b);
+/* expert_conv_split.c: the CUDA section of convolutions on TF32 tensor cores with split
+ * operands (SplitConv, split_conv), appended to b inside the source's namespace, after its
+ * cuDNN State and workspace. */
+void kfx_conv_split_src(struct kf_buf *b);
 
 /* nn.Conv2d or torch.nn.functional.conv2d / torch.conv2d: in = {x, weight}; x [N, C, H, W],
  * weight [OC, C/groups, KH, KW]; stride, padding, dilation from attrs / args / kwargs; the bias,
