@@ -63,6 +63,9 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # exp near and past float's range on cpu (kf_expf: +inf past 88.72, as expf; it once
+    # clamped at 88 and returned 1.7e38 there), and a sigmoid of large values
+    "exp_range": ("return torch.exp(x * 100.0) + torch.sigmoid(y * 200.0) + torch.exp(x + 87.5)", "64, 32"),
     # nan_to_num's defaults (float32's largest finite values) and keywords, over NaN (a log of
     # a negative) and both infinities (1 / +-0)
     "nan_to_num": (
