@@ -934,8 +934,38 @@ def get_init_inputs():
     return []
 """
 
+# addmm with a bias and with beta and alpha, baddbmm, outer and ger: a matmul (or a view) each,
+# the rest fused
+ADDMM_OUTER = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(48, 32) * 0.1)
+        self.b = nn.Parameter(torch.randn(48))
+
+    def forward(self, x, y, v, u, z):
+        h = torch.addmm(self.b, x, self.w.t())
+        h2 = torch.addmm(h, torch.relu(x), self.w.t(), beta=0.5, alpha=2.0)
+        o = torch.outer(v, u) + torch.ger(u[:16], v[:48].sigmoid()).sum()
+        bb = torch.baddbmm(z, y, y.transpose(1, 2), alpha=0.25)
+        return h2 + o[:64, :48] * 0.1 + bb.mean()
+
+
+def get_inputs():
+    return [torch.randn(64, 32), torch.randn(4, 10, 12), torch.randn(64), torch.randn(48), torch.randn(4, 10, 10)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "addmm_outer": ADDMM_OUTER,
     "rms_norms": RMS_NORMS,
     "flatten_dtypes": FLATTEN_DTYPES,
     "tensor_constants": TENSOR_CONSTANTS,

@@ -144,6 +144,13 @@ EDGES = {
         "self.w = nn.Parameter(torch.randn(1536, 4096) * 0.02)",
         "[torch.randn(4096, 4096), torch.randn(4096, 1536)]",
     ),
+    # addmm (a matmul and a lazy scaled sum) and outer (a view and a lazy product)
+    "addmm_outer": (
+        "x, v, u",
+        "return torch.addmm(self.b, x, self.w.t(), beta=0.5) + torch.outer(v, u)",
+        "self.w = nn.Parameter(torch.randn(512, 256) * 0.05)\n        self.b = nn.Parameter(torch.randn(512))",
+        "[torch.randn(1024, 256), torch.randn(1024), torch.randn(512)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

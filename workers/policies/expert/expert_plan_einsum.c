@@ -84,10 +84,8 @@ static int layout(const char *s, const char *batch, const char *mn, const char *
     return strlen(mn) == 1 && !strcmp(s, want) ? 1 : -1;
 }
 
-/* A node {"name", "op": "call_function", "target", "args", "kwargs": {}, "output"} appended to
- * the plan's graph copy (which owns it); NULL when memory ran out. */
-static json_t *synth(struct kfx_plan *p, const char *name, const char *target, json_t *args,
-                     json_t *output) {
+json_t *kfx_plan_synth(struct kfx_plan *p, const char *name, const char *target, json_t *args,
+                       json_t *output) {
     json_t *list = json_object_get(p->graph, "kfx_einsum");
     if (list == NULL) {
         list = json_array();
@@ -118,14 +116,19 @@ static int operand(struct kfx_plan *p, int v, bool swap, const char *tag, char *
         int from = d == p->val[v].ndim - 2 ? d + 1 : d == p->val[v].ndim - 1 ? d - 1 : d;
         json_array_append_new(shape, json_integer(p->val[v].shape[from]));
     }
-    json_t *t = synth(p, name, "torch.transpose", json_pack("[{s:s}, i, i]", "node", own, -2, -1),
-                      json_pack("{s:o, s:s}", "shape", shape, "dtype", "float32"));
+    json_t *t =
+        kfx_plan_synth(p, name, "torch.transpose", json_pack("[{s:s}, i, i]", "node", own, -2, -1),
+                       json_pack("{s:o, s:s}", "shape", shape, "dtype", "float32"));
+    return kfx_plan_synth_val(p, t, detail, dlen) >= 0 ? 0 : -1;
+}
+
+int kfx_plan_synth_val(struct kfx_plan *p, json_t *t, char *detail, size_t dlen) {
     if (t == NULL || p->n_vals >= KFX_MAX_VALS)
         return -1;
     int k = p->n_vals++;
     memset(&p->val[k], 0, sizeof(p->val[k]));
     p->val[k].node = t;
-    return kfx_plan_anchor(p, t, k, detail, dlen) == 1 ? 0 : -1;
+    return kfx_plan_anchor(p, t, k, detail, dlen) == 1 ? k : -1;
 }
 
 int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
@@ -176,9 +179,9 @@ int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s
     if (operand(p, a, ta == 1, "einsum_a", na, sizeof(na), detail, dlen) != 0 ||
         operand(p, b, tb == 1, "einsum_b", nb, sizeof(nb), detail, dlen) != 0)
         return -1;
-    json_t *mm = synth(p, json_string_value(json_object_get(node, "name")), "torch.matmul",
-                       json_pack("[{s:s}, {s:s}]", "node", na, "node", nb),
-                       json_deep_copy(json_object_get(node, "output")));
+    json_t *mm = kfx_plan_synth(p, json_string_value(json_object_get(node, "name")), "torch.matmul",
+                                json_pack("[{s:s}, {s:s}]", "node", na, "node", nb),
+                                json_deep_copy(json_object_get(node, "output")));
     if (mm == NULL)
         return -1;
     p->val[k].node = mm;
