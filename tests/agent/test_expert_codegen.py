@@ -63,6 +63,12 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # std_mean and var_mean: a tuple whose items are a variance (or std) and a mean each
+    "std_var_mean": (
+        "s, m = torch.std_mean(x, dim=1, keepdim=True)\n        v, m2 = torch.var_mean(y, dim=(1,), correction=0)\n"
+        "        return (x - m) / (s + 1e-5) + v[:, None] + m2[:, None]",
+        "64, 32",
+    ),
     # exp near and past float's range on cpu (kf_expf: +inf past 88.72, as expf; it once
     # clamped at 88 and returned 1.7e38 there), and a sigmoid of large values
     "exp_range": ("return torch.exp(x * 100.0) + torch.sigmoid(y * 200.0) + torch.exp(x + 87.5)", "64, 32"),

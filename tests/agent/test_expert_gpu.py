@@ -151,6 +151,14 @@ EDGES = {
         "self.w = nn.Parameter(torch.randn(512, 256) * 0.05)\n        self.b = nn.Parameter(torch.randn(512))",
         "[torch.randn(1024, 256), torch.randn(1024), torch.randn(512)]",
     ),
+    # std_mean and var_mean (a tuple, each item its own reduction), nan_to_num over infinities
+    "std_var_mean_nan": (
+        "x",
+        "s, m = torch.std_mean(x, dim=1, keepdim=True)\n        v, m2 = torch.var_mean(x, dim=1)\n"
+        "        return torch.nan_to_num((x - m) / (s > 1.0) + v[:, None] + m2[:, None], posinf=9.0)",
+        "pass",
+        "[torch.randn(512, 2000)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

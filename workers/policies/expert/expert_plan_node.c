@@ -148,18 +148,19 @@ int kfx_new_lazy(struct kfx_plan *p, int like, const char *expr) {
 /* torch.var and torch.std (functions and methods) with correction 0 or 1, in either
  * signature: (x, dim, unbiased, keepdim) or (x, dim, *, correction, keepdim); expert_rows.c's
  * var0, var1, std0 and std1 accumulators. */
-static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
-                    size_t dlen) {
-    if (strcmp(s, "var") != 0 && strcmp(s, "std") != 0)
-        return 0;
+/* The reduction op of a var, std, var_mean or std_mean node ("var1", "std0": the correction),
+ * its dim and keepdim; -1 (with detail) for a correction other than 0 or 1, or a dtype. */
+static int var_args(struct kfx_plan *p, const json_t *node, const char *s, char op[8],
+                    const json_t **dim, bool *keepdim, char *detail, size_t dlen) {
     const json_t *kw = json_object_get(node, "kwargs");
     int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
-    const json_t *dim = kfx_node_arg(node, 1, "dim"), *ub = kfx_node_arg(node, 2, "unbiased");
+    const json_t *ub = kfx_node_arg(node, 2, "unbiased");
     const json_t *cj = json_object_get(kw, "correction"), *dt = json_object_get(kw, "dtype");
     double corr = 1.0;
-    if (json_is_boolean(dim)) { /* torch.var(x, unbiased) */
-        corr = json_is_true(dim);
-        dim = NULL;
+    *dim = kfx_node_arg(node, 1, "dim");
+    if (json_is_boolean(*dim)) { /* torch.var(x, unbiased) */
+        corr = json_is_true(*dim);
+        *dim = NULL;
     }
     if (json_is_boolean(ub))
         corr = json_is_true(ub);
@@ -172,9 +173,29 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
     const json_t *kd = json_object_get(kw, "keepdim");
     if (kd == NULL && json_is_boolean(ub))
         kd = kfx_node_arg(node, 3, NULL);
+    *keepdim = boolean(kd);
+    snprintf(op, 8, "%.3s%d", s, (int)corr);
+    return in;
+}
+
+/* var and std: a reduction; var_mean and std_mean: a tuple whose items getitem plans (each its
+ * own reduction). */
+static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                    size_t dlen) {
+    bool pair = !strcmp(s, "var_mean") || !strcmp(s, "std_mean");
+    if (strcmp(s, "var") != 0 && strcmp(s, "std") != 0 && !pair)
+        return 0;
     char op[8];
-    snprintf(op, sizeof(op), "%s%d", s, (int)corr);
-    return kfx_reduce(p, node, k, in, op, dim, boolean(kd), detail, dlen);
+    const json_t *dim;
+    bool keepdim;
+    int in = var_args(p, node, s, op, &dim, &keepdim, detail, dlen);
+    if (in < 0)
+        return -1;
+    if (pair) {
+        kfx_set_val(p, k, node, KFX_TUPLE, "");
+        return 1;
+    }
+    return kfx_reduce(p, node, k, in, op, dim, keepdim, detail, dlen);
 }
 
 /* torch.norm(x, p, dim, keepdim), x.norm(..) and torch.linalg.vector_norm(x, ord, dim, keepdim)
@@ -288,6 +309,16 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
     }
     const json_t *mx = p->val[t].node;
     const char *s = kfw_short_name(json_string_value(json_object_get(mx, "target")));
+    if (!strcmp(s, "var_mean") || !strcmp(s, "std_mean")) { /* (var or std, mean) */
+        char op[8];
+        const json_t *dim;
+        bool keepdim;
+        int in = var_args(p, mx, s, op, &dim, &keepdim, detail, dlen);
+        if (in < 0 || field || json_integer_value(idx) > 1)
+            return in < 0 ? -1 : 0;
+        return kfx_reduce(p, node, k, in, json_integer_value(idx) == 0 ? op : "mean", dim, keepdim,
+                          detail, dlen);
+    }
     bool is_max = strcmp(s, "max") == 0;
     bool values = field ? !strcmp(field, "values") : json_integer_value(idx) == 0;
     int in = kfx_arg_val(p, kfx_node_arg(mx, 0, "input"));
