@@ -63,6 +63,11 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # logcumsumexp (a scan of log(e^a + e^b)) forwards, along the first dim, and reversed
+    "logcumsumexp": (
+        "return torch.logcumsumexp(x * 3.0, dim=1) + torch.logcumsumexp(y, 0) * 0.5 + x.flip(1).logcumsumexp(1).flip(1)",
+        "64, 32",
+    ),
     # std_mean and var_mean: a tuple whose items are a variance (or std) and a mean each
     "std_var_mean": (
         "s, m = torch.std_mean(x, dim=1, keepdim=True)\n        v, m2 = torch.var_mean(y, dim=(1,), correction=0)\n"

@@ -159,6 +159,13 @@ EDGES = {
         "pass",
         "[torch.randn(512, 2000)]",
     ),
+    # logcumsumexp (the scan kernel with log-add-exp), forwards and reversed
+    "logcumsumexp": (
+        "x",
+        "return torch.logcumsumexp(x, 1) + x.flip(1).logcumsumexp(1).flip(1)",
+        "pass",
+        "[torch.randn(256, 4000)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -34,7 +34,8 @@ static bool is_scan(const json_t *node) {
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
     const char *op = json_string_value(json_object_get(node, "op"));
     return s && op && strcmp(op, "call_module") != 0 &&
-           (strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0);
+           (strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0 ||
+            strcmp(s, "logcumsumexp") == 0);
 }
 
 /* Whether node (a flip of val in along d) opens a reverse scan: its one user a scan along d

@@ -895,7 +895,7 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return getitem(p, node, k, detail, dlen);
     if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax") || !strcmp(s, "softmin"))
         return softmax(p, node, k, s, false, detail, dlen);
-    if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod"))
+    if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod") || !strcmp(s, "logcumsumexp"))
         return scan(p, node, k, s, detail, dlen);
     if (!strcmp(s, "flip"))
         return kfx_plan_flip(p, node, k, detail, dlen);

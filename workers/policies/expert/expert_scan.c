@@ -1,5 +1,6 @@
-/* expert_scan.c: the expert's kernels of the inclusive scans along a dimension, torch.cumsum and
- * torch.cumprod (KFX_SCAN). The input is read through the step's prologue (kf_elem over its
+/* expert_scan.c: the expert's kernels of the inclusive scans along a dimension, torch.cumsum,
+ * torch.cumprod and torch.logcumsumexp (KFX_SCAN; log(e^a + e^b) as max + log1p(e^-|a - b|),
+ * -inf its identity). The input is read through the step's prologue (kf_elem over its
  * leaves, expert_rows.c's KF_LOAD), so an elementwise chain before the scan costs no pass; the
  * output has the input's shape.
  *
@@ -133,7 +134,7 @@ static const char CPU_SCAN[] =
 
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v) {
     bool cuda = strcmp(backend, "cuda") == 0;
-    bool prod = strcmp(st->op, "cumprod") == 0;
+    bool prod = strcmp(st->op, "cumprod") == 0, lse = strcmp(st->op, "logcumsumexp") == 0;
     if (v < 0 || v >= (cuda ? 3 : 1))
         return NULL;
     const int threads = (int[]){256, 512, 128}[v];
@@ -152,12 +153,18 @@ char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v) {
     kf_buf_printf(&b,
                   "using acc_t = double;\nconstexpr acc_t kIdentity = %s;\n"
                   "constexpr bool kRev = %s;\n\n"
-                  "%s acc_t kf_op(acc_t a, acc_t b) {\n    return a %c b;\n}\n\n"
+                  "%s acc_t kf_op(acc_t a, acc_t b) {\n    return %s;\n}\n\n"
                   "// the place of the j-th element of a dim of red in scan order\n"
                   "%s int64_t kf_at(int64_t j, int64_t red) {\n"
                   "    return kRev ? red - 1 - j : j;\n}\n\n",
-                  prod ? "1" : "0", st->reverse ? "true" : "false",
-                  cuda ? "__device__ __forceinline__" : "inline", prod ? '*' : '+',
+                  prod  ? "1"
+                  : lse ? "-INFINITY"
+                        : "0",
+                  st->reverse ? "true" : "false", cuda ? "__device__ __forceinline__" : "inline",
+                  prod  ? "a * b"
+                  : lse ? "a == -INFINITY ? b : b == -INFINITY ? a : "
+                          "fmax(a, b) + log1p(exp(-fabs(a - b)))"
+                        : "a + b",
                   cuda ? "__device__ __forceinline__" : "inline");
     if (cuda) {
         kfx_rows_put(&b, CUDA_SCAN, st, threads);
