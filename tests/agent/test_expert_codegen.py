@@ -974,8 +974,40 @@ def get_init_inputs():
     return []
 """
 
+# BCE (its logs clamped at -100) and BCE with logits, soft margin and margin ranking losses, as
+# modules (reductions from attributes, a margin) and functions
+BCE_MARGIN = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.BCEWithLogitsLoss()
+        self.l2 = nn.BCELoss(reduction="sum")
+        self.l3 = nn.SoftMarginLoss()
+        self.l4 = nn.MarginRankingLoss(margin=0.3)
+
+    def forward(self, x, y, z):
+        t = torch.sigmoid(y)
+        s = torch.sign(z)
+        return (self.l1(x, t) + self.l2(torch.sigmoid(x), t) * 0.01 + F.binary_cross_entropy_with_logits(x, t, reduction="sum") * 0.001
+                + self.l3(x, s) + self.l4(x, y, s) + F.margin_ranking_loss(x, z, s) + F.soft_margin_loss(y, s, reduction="sum") * 0.01)
+
+
+def get_inputs():
+    return [torch.randn(64, 300) * 3, torch.randn(64, 300), torch.randn(64, 300)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "bce_margin": BCE_MARGIN,
     "addmm_outer": ADDMM_OUTER,
     "rms_norms": RMS_NORMS,
     "flatten_dtypes": FLATTEN_DTYPES,

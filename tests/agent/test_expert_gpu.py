@@ -166,6 +166,15 @@ EDGES = {
         "pass",
         "[torch.randn(256, 4000)]",
     ),
+    # BCE with logits, BCE, soft margin and margin ranking losses (pointwise, then a mean)
+    "bce_margin": (
+        "x, y, z",
+        "t = torch.sigmoid(y)\n        s = torch.sign(z)\n"
+        "        return (F.binary_cross_entropy_with_logits(x, t) + F.binary_cross_entropy(torch.sigmoid(x), t)"
+        " + F.soft_margin_loss(x, s) + F.margin_ranking_loss(x, y, s, margin=0.3))",
+        "pass",
+        "[torch.randn(512, 2000) * 3, torch.randn(512, 2000), torch.randn(512, 2000)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -1,5 +1,6 @@
 /* expert_plan_loss.c: the planner's losses, distances and similarities (F.mse_loss, F.l1_loss,
- * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.cosine_similarity, F.pairwise_distance,
+ * F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy (with logits too), F.soft_margin_loss,
+ * F.margin_ranking_loss, F.kl_div, F.cosine_similarity, F.pairwise_distance,
  * F.triplet_margin_loss and their nn modules): each is an elementwise chain over its operands,
  * reduced (the chain is the reduction's prologue: one pass over the operands) or left lazy for
  * reduction='none'. The formulas are PyTorch's. */
@@ -26,6 +27,21 @@ static const json_t *operand(const json_t *node, size_t i, const char *name) {
 static double num(const json_t *node, const char *name, double def) {
     const json_t *v = param(node, name);
     return json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* A loss module with buffers of its own (a weight, BCEWithLogitsLoss's pos_weight). */
+static bool module_buffers(const struct kfx_plan *p, const json_t *node) {
+    const char *path = json_string_value(json_object_get(node, "target"));
+    size_t i, n = path ? strlen(path) : 0;
+    const json_t *t;
+    if (json_object_get(node, "module_type") == NULL || n == 0)
+        return false;
+    json_array_foreach(json_object_get(p->graph, "buffers"), i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (name && !strncmp(name, path, n) && name[n] == '.')
+            return true;
+    }
+    return false;
 }
 
 /* Two float operands of one shape (a loss of broadcast operands is not planned). */
@@ -299,6 +315,10 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         {"KLDivLoss", "kl_div"},
         {"PairwiseDistance", "pairwise_distance"},
         {"TripletMarginLoss", "triplet_margin_loss"},
+        {"BCELoss", "binary_cross_entropy"},
+        {"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"},
+        {"SoftMarginLoss", "soft_margin_loss"},
+        {"MarginRankingLoss", "margin_ranking_loss"},
     };
     if (kfx_is_xent(node))
         return xent(p, node, k, detail, dlen);
@@ -321,16 +341,22 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         return triplet(p, node, k, detail, dlen);
     bool mse = !strcmp(s, "mse_loss"), l1 = !strcmp(s, "l1_loss");
     bool sl1 = !strcmp(s, "smooth_l1_loss"), huber = !strcmp(s, "huber_loss");
-    if (!mse && !l1 && !sl1 && !huber)
+    bool bce = !strcmp(s, "binary_cross_entropy"),
+         bcel = !strcmp(s, "binary_cross_entropy_with_logits");
+    bool soft = !strcmp(s, "soft_margin_loss"), rank = !strcmp(s, "margin_ranking_loss");
+    if (!mse && !l1 && !sl1 && !huber && !bce && !bcel && !soft && !rank)
         return 0;
-    int a = kfx_arg_val(p, operand(node, 0, "input"));
-    int b = kfx_arg_val(p, operand(node, 1, "target"));
+    int a = kfx_arg_val(p, operand(node, 0, rank ? "input1" : "input"));
+    int b = kfx_arg_val(p, operand(node, 1, rank ? "input2" : "target"));
+    int y = rank ? kfx_arg_val(p, operand(node, 2, "target")) : b;
     const json_t *rj = param(node, "reduction"), *w = param(node, "weight");
+    const json_t *pw = param(node, "pos_weight");
     const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
     const char *red = rj ? json_string_value(rj) : "mean";
-    if (!same_operands(p, a, b) || red == NULL ||
+    if (!same_operands(p, a, b) || !same_operands(p, a, y) || red == NULL ||
         (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none")) ||
-        (w && !json_is_null(w)) || (old1 && !json_is_null(old1)) || (old2 && !json_is_null(old2))) {
+        (w && !json_is_null(w)) || (pw && !json_is_null(pw)) || module_buffers(p, node) ||
+        (old1 && !json_is_null(old1)) || (old2 && !json_is_null(old2))) {
         snprintf(detail, dlen,
                  "%s with a weight, size_average or reduce, or over operands of different "
                  "shapes (not yet)",
@@ -340,7 +366,20 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     char d[40], e[512], c[40], h[40];
     snprintf(d, sizeof(d), "(v%d - v%d)", a, b);
     const double beta = num(node, "beta", 1.0), delta = num(node, "delta", 1.0);
-    if (mse)
+    if (bce) /* PyTorch clamps each log at -100 */
+        snprintf(e, sizeof(e),
+                 "-(v%d * fmaxf(logf(v%d), -100.0f) + (1.0f - v%d) * fmaxf(logf(1.0f - v%d), "
+                 "-100.0f))",
+                 b, a, b, a);
+    else if (bcel) /* max(x, 0) - x y + log(1 + e^-|x|): no overflow either side */
+        snprintf(e, sizeof(e), "fmaxf(v%d, 0.0f) - v%d * v%d + log1pf(expf(-fabsf(v%d)))", a, a, b,
+                 a);
+    else if (soft)
+        snprintf(e, sizeof(e), "log1pf(expf(-v%d * v%d))", b, a);
+    else if (rank)
+        snprintf(e, sizeof(e), "fmaxf(-v%d * (v%d - v%d) + %s, 0.0f)", y, a, b,
+                 kfw_ew_lit(num(node, "margin", 0.0), c));
+    else if (mse)
         snprintf(e, sizeof(e), "%s * %s", d, d);
     else if (l1 || (sl1 && beta <= 0.0))
         snprintf(e, sizeof(e), "fabsf(%s)", d);
