@@ -1005,8 +1005,35 @@ def get_init_inputs():
     return []
 """
 
+# nll_loss (function and nn.NLLLoss) of a log_softmax over the classes: the cross entropy of
+# its logits
+NLL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ls = nn.LogSoftmax(dim=1)
+        self.nll = nn.NLLLoss()
+
+    def forward(self, x, t):
+        return F.nll_loss(F.log_softmax(x, dim=1), t) + self.nll(self.ls(x * 2.0), t) + F.nll_loss(torch.log_softmax(x, -1), t, reduction="sum") * 0.01
+
+
+def get_inputs():
+    return [torch.randn(128, 50), torch.randint(0, 50, (128,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "nll": NLL,
     "bce_margin": BCE_MARGIN,
     "addmm_outer": ADDMM_OUTER,
     "rms_norms": RMS_NORMS,

@@ -175,6 +175,13 @@ EDGES = {
         "pass",
         "[torch.randn(512, 2000) * 3, torch.randn(512, 2000), torch.randn(512, 2000)]",
     ),
+    # nll_loss of a log_softmax: the cross entropy of its logits
+    "nll_of_log_softmax": (
+        "x, t",
+        "return F.nll_loss(F.log_softmax(x, dim=1), t) + F.nll_loss(torch.log_softmax(x, -1), t, reduction='sum')",
+        "pass",
+        "[torch.randn(4096, 1000), torch.randint(0, 1000, (4096,))]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -255,9 +255,24 @@ static int triplet(struct kfx_plan *p, const json_t *node, int k, char *detail, 
 bool kfx_is_xent(const json_t *node) {
     const char *mt = json_string_value(json_object_get(node, "module_type"));
     if (mt)
-        return strcmp(mt, "CrossEntropyLoss") == 0;
+        return strcmp(mt, "CrossEntropyLoss") == 0 || strcmp(mt, "NLLLoss") == 0;
     const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
-    return s && strcmp(s, "cross_entropy") == 0;
+    return s && (strcmp(s, "cross_entropy") == 0 || strcmp(s, "nll_loss") == 0);
+}
+
+/* nll_loss(log_softmax(z, dim=1), t) is cross_entropy(z, t): the val of z, or -1 when x is not
+ * such a log_softmax (of a 2-D z, over its classes). */
+static int nll_logits(struct kfx_plan *p, int x) {
+    const json_t *src = x >= 0 ? p->val[x].node : NULL;
+    const char *mt = json_string_value(json_object_get(src, "module_type"));
+    const char *s = kfw_short_name(json_string_value(json_object_get(src, "target")));
+    const json_t *dim =
+        mt ? json_object_get(json_object_get(src, "attrs"), "dim") : operand(src, 1, "dim");
+    if (src == NULL || !(mt ? !strcmp(mt, "LogSoftmax") : s && !strcmp(s, "log_softmax")) ||
+        !json_is_integer(dim) || (json_integer_value(dim) != 1 && json_integer_value(dim) != -1))
+        return -1;
+    int z = kfx_arg_val(p, operand(src, 0, "input"));
+    return z >= 0 && p->val[z].ndim == 2 ? z : -1;
 }
 
 static int xent(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
@@ -265,6 +280,16 @@ static int xent(struct kfx_plan *p, const json_t *node, int k, char *detail, siz
         return 0;
     int x = kfx_arg_val(p, operand(node, 0, "input"));
     int t = kfx_arg_val(p, operand(node, 1, "target"));
+    const char *mt = json_string_value(json_object_get(node, "module_type"));
+    if (mt ? !strcmp(mt, "NLLLoss")
+           : !strcmp(kfw_short_name(json_string_value(json_object_get(node, "target"))),
+                     "nll_loss")) {
+        x = nll_logits(p, x);
+        if (x < 0) {
+            snprintf(detail, dlen, "nll_loss of other than a log_softmax over classes (not yet)");
+            return -1;
+        }
+    }
     const json_t *rj = param(node, "reduction"), *w = param(node, "weight");
     const json_t *ls = param(node, "label_smoothing"), *ig = param(node, "ignore_index");
     const json_t *old1 = param(node, "size_average"), *old2 = param(node, "reduce");
