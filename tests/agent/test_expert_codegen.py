@@ -1031,8 +1031,32 @@ def get_init_inputs():
     return []
 """
 
+# nn.Softmax2d over [N, C, H, W] and [C, H, W]: a softmax over dim -3
+SOFTMAX2D = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Softmax2d()
+
+    def forward(self, x):
+        return self.s(x) + self.s(x[0]).sum(0)
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 12, 10)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
     "masks": MASKS,
+    "softmax2d": SOFTMAX2D,
     "nll": NLL,
     "bce_margin": BCE_MARGIN,
     "addmm_outer": ADDMM_OUTER,

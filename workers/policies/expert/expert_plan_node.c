@@ -363,7 +363,14 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
                                : kfx_node_arg(node, 1, "dim");
     int in = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
     const json_t *dt = json_object_get(json_object_get(node, "kwargs"), "dtype");
-    if (in < 0 || !json_is_integer(dim) || !same_dtype(dt)) {
+    /* nn.Softmax2d: over the channels of [C, H, W] or [N, C, H, W] */
+    const char *mt = module ? json_string_value(json_object_get(node, "module_type")) : NULL;
+    const bool channels = mt && !strcmp(mt, "Softmax2d");
+    if (channels && (in < 0 || (p->val[in].ndim != 3 && p->val[in].ndim != 4))) {
+        snprintf(detail, dlen, "Softmax2d of other than a 3-D or 4-D tensor");
+        return -1;
+    }
+    if (in < 0 || !(channels || json_is_integer(dim)) || !same_dtype(dt)) {
         snprintf(detail, dlen, "%s without an integer dim, or with a dtype (not yet)", s);
         return -1;
     }
@@ -382,7 +389,8 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
         in = w;
         s = "softmax";
     }
-    return along(p, node, k, in, KFX_SOFTMAX, s, json_integer_value(dim), false, detail, dlen);
+    return along(p, node, k, in, KFX_SOFTMAX, s, channels ? -3 : json_integer_value(dim), false,
+                 detail, dlen);
 }
 
 /* torch.cumsum and torch.cumprod (functions and methods) over one dim: a scan step
@@ -868,11 +876,12 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         mtype = json_string_value(json_object_get(node, "module_type"));
         if (mtype == NULL)
             return 0;
-        if (!strcmp(mtype, "Softmax") || !strcmp(mtype, "LogSoftmax") || !strcmp(mtype, "Softmin"))
+        if (!strcmp(mtype, "Softmax") || !strcmp(mtype, "LogSoftmax") ||
+            !strcmp(mtype, "Softmin") || !strcmp(mtype, "Softmax2d"))
             return softmax(p, node, k,
-                           !strcmp(mtype, "Softmax")   ? "softmax"
-                           : !strcmp(mtype, "Softmin") ? "softmin"
-                                                       : "log_softmax",
+                           !strncmp(mtype, "Softmax", 7) ? "softmax"
+                           : !strcmp(mtype, "Softmin")   ? "softmin"
+                                                         : "log_softmax",
                            true, detail, dlen);
         if (!strcmp(mtype, "Linear"))
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
