@@ -1006,7 +1006,7 @@ def get_init_inputs():
 """
 
 # nll_loss (function and nn.NLLLoss) of a log_softmax over the classes: the cross entropy of
-# its logits
+# its logits, the log_softmax no pass of its own
 NLL = """
 import torch
 import torch.nn as nn
@@ -1088,9 +1088,11 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     task.write_text(MODULE_TASKS[name])
     g = generate("cuda", graph_of(task, tmp_path, "cuda"))
     assert g["ok"], g["detail"]
+    kinds = [st["kind"] for st in g["steps"]]
     if name == "conv_family":  # five convolutions, no pass of their own for a bias (6 tails)
-        kinds = [st["kind"] for st in g["steps"]]
         assert kinds.count("conv") == 5 and kinds.count("ew") <= 6, kinds
+    if name == "nll":  # the log_softmax read only by the nll: no pass of its own
+        assert kinds.count("xent") == 3 and "softmax" not in kinds, kinds
     compile_all("cuda", {str(i): st["variants"][0] for i, st in enumerate(g["steps"])}, tmp_path)
     cand = tmp_path / "cand"
     g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand), "0")

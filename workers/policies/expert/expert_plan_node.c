@@ -357,6 +357,20 @@ static bool same_dtype(const json_t *dt) {
            (json_is_string(dt) && !strcmp(json_string_value(dt), "float32"));
 }
 
+/* Whether a log_softmax node (over dim of val in) is read only by an nll_loss that
+ * expert_plan_loss.c plans as the cross entropy of in: over the classes of a 2-D in. */
+static bool read_by_nll(struct kfx_plan *p, const json_t *node, int in, long long dim) {
+    const json_t *user = kfx_sole_user(p, node);
+    const char *mt = json_string_value(json_object_get(user, "module_type"));
+    const char *us = kfw_short_name(json_string_value(json_object_get(user, "target")));
+    const json_t *first = json_array_get(json_object_get(user, "args"), 0);
+    const char *ref = json_string_value(json_object_get(first, "node"));
+    const char *name = json_string_value(json_object_get(node, "name"));
+    return user && (mt ? !strcmp(mt, "NLLLoss") : us && !strcmp(us, "nll_loss")) && ref && name &&
+           !strcmp(ref, name) && p->val[in].ndim == 2 && (dim == 1 || dim == -1) &&
+           !p->val[in].is_int;
+}
+
 static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s, bool module,
                    char *detail, size_t dlen) {
     const json_t *dim = module ? json_object_get(json_object_get(node, "attrs"), "dim")
@@ -388,6 +402,11 @@ static int softmax(struct kfx_plan *p, const json_t *node, int k, const char *s,
         p->val[w].node = NULL; /* the node's readers find val k, the softmax */
         in = w;
         s = "softmax";
+    }
+    if (!strcmp(s, "log_softmax") && read_by_nll(p, node, in, json_integer_value(dim))) {
+        /* expert_plan_loss.c plans the nll as the cross entropy of in: no pass of its own */
+        kfx_set_val(p, k, node, KFX_TENSOR, "None");
+        return 1;
     }
     return along(p, node, k, in, KFX_SOFTMAX, s, channels ? -3 : json_integer_value(dim), false,
                  detail, dlen);
