@@ -63,6 +63,11 @@ def get_init_inputs():
     return []
 """
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
+    # roll by one shift along one dim (a cat of two slices), negative, a last dim, a full turn
+    "roll": (
+        "return torch.roll(x, 3, 1) * 2.0 + torch.roll(torch.relu(x), shifts=-5, dims=0) + x.roll(1, -1) + torch.roll(y, (32,), (1,))",
+        "64, 32",
+    ),
     # logcumsumexp (a scan of log(e^a + e^b)) forwards, along the first dim, and reversed
     "logcumsumexp": (
         "return torch.logcumsumexp(x * 3.0, dim=1) + torch.logcumsumexp(y, 0) * 0.5 + x.flip(1).logcumsumexp(1).flip(1)",

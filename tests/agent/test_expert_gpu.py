@@ -182,6 +182,13 @@ EDGES = {
         "pass",
         "[torch.randn(4096, 1000), torch.randint(0, 1000, (4096,))]",
     ),
+    # roll: a cat of two slices
+    "roll": (
+        "x",
+        "return torch.roll(x, 7, 1) + torch.roll(x, shifts=-3, dims=0)",
+        "pass",
+        "[torch.randn(512, 1000)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

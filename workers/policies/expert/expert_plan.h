@@ -315,11 +315,11 @@ json_t *kfx_plan_synth(struct kfx_plan *p, const char *name, const char *target,
 /* A new val planned from synthetic node t (kfx_plan_anchor): its index, or -1. */
 int kfx_plan_synth_val(struct kfx_plan *p, json_t *t, char *detail, size_t dlen);
 
-/* expert_plan_addmm.c: torch.addmm and baddbmm (beta * input + alpha * a @ b: the matmul a
- * synthetic node, the rest lazy) and torch.outer and ger (a[:, None] * b): 1, 0 when node is none
- * of them, -1 with detail. */
-int kfx_plan_addmm(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
-                   size_t dlen);
+/* expert_plan_rewrite.c: torch.addmm and baddbmm (beta * input + alpha * a @ b: the matmul a
+ * synthetic node, the rest lazy), torch.outer and ger (a[:, None] * b) and torch.roll (a cat of
+ * two slices): 1, 0 when node is none of them, -1 with detail. */
+int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                     size_t dlen);
 
 /* expert_tri.c: KFX_MASK. kfx_plan_tri plans a tril or triu node (s its short name) as a
  * select against a mask that a KFX_MASK step makes: 1, 0 when it is not one, -1 with detail. */

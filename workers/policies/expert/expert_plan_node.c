@@ -935,7 +935,7 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (crc == 0)
         crc = kfx_plan_einsum(p, node, k, s, detail, dlen);
     if (crc == 0)
-        crc = kfx_plan_addmm(p, node, k, s, detail, dlen);
+        crc = kfx_plan_rewrite(p, node, k, s, detail, dlen);
     if (crc != 0)
         return crc;
     int drc = kfx_plan_diag_product(p, node, k, detail, dlen);
