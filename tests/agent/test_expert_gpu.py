@@ -189,6 +189,13 @@ EDGES = {
         "pass",
         "[torch.randn(512, 1000)]",
     ),
+    # diagonal (an as_strided view) and trace (the sum of one)
+    "diagonal_trace": (
+        "x",
+        "return torch.diagonal(x) * 2.0 + torch.trace(x) + x.diagonal(-3).sum()",
+        "pass",
+        "[torch.randn(2048, 2048)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -5,7 +5,8 @@
  *     into what follows;
  *   torch.outer(a, b) and ger: a[:, None] * b, the unsqueeze a view, the product lazy;
  *   torch.roll(x, s, d) (one shift along one dim): cat((x[.., n - s:], x[.., :n - s]), d), two
- *     slices (strided views) and the cat kernel (expert_cat.c). */
+ *     slices (strided views) and the cat kernel (expert_cat.c);
+ *   torch.trace(x): the sum of x's diagonal (a strided view). */
 #include <stdio.h>
 #include <string.h>
 
@@ -137,8 +138,40 @@ static int roll(struct kfx_plan *p, const json_t *node, int k, char *detail, siz
     return kfx_plan_anchor(p, c, k, detail, dlen);
 }
 
+/* torch.trace(x) of a matrix: the sum of its diagonal (a strided view, expert_plan_view.c). */
+static int trace(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    const char *name = json_string_value(json_object_get(node, "name"));
+    int x = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    if (x < 0 || p->val[x].ndim != 2 || p->val[x].is_int || p->val[x].kind == KFX_TUPLE ||
+        p->val[x].kind == KFX_SIZE) {
+        snprintf(detail, dlen, "trace of other than a float matrix");
+        return -1;
+    }
+    const long long n = p->val[x].shape[0], m = p->val[x].shape[1];
+    char dn[160];
+    snprintf(dn, sizeof(dn), "%s@diagonal", name);
+    json_t *rx = ref(p, x);
+    if (rx == NULL)
+        return -1;
+    json_t *d = kfx_plan_synth(p, dn, "torch.diagonal", json_pack("[o]", rx),
+                               json_pack("{s:[I], s:s, s:[I]}", "shape", n < m ? n : m, "dtype",
+                                         "float32", "stride", m + 1));
+    int v = kfx_plan_synth_val(p, d, detail, dlen);
+    json_t *rv = v < 0 ? NULL : ref(p, v);
+    if (rv == NULL)
+        return -1;
+    json_t *sum = kfx_plan_synth(p, name, "torch.sum", json_pack("[o]", rv),
+                                 json_deep_copy(json_object_get(node, "output")));
+    if (sum == NULL)
+        return -1;
+    p->val[k].node = sum;
+    return kfx_plan_anchor(p, sum, k, detail, dlen);
+}
+
 int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                      size_t dlen) {
+    if (!strcmp(s, "trace"))
+        return trace(p, node, k, detail, dlen);
     if (!strcmp(s, "roll"))
         return roll(p, node, k, detail, dlen);
     if (!strcmp(s, "outer") || !strcmp(s, "ger"))

@@ -443,7 +443,8 @@ static int index_text(const json_t *a, char *out, size_t n) {
  * and x.narrow(d, start, length): a strided view that may start past its root's first element. */
 static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
-    if (strcmp(s, "getitem") != 0 && strcmp(s, "select") != 0 && strcmp(s, "narrow") != 0)
+    if (strcmp(s, "getitem") != 0 && strcmp(s, "select") != 0 && strcmp(s, "narrow") != 0 &&
+        strcmp(s, "diagonal") != 0)
         return 0;
     const json_t *args = json_object_get(node, "args");
     int v = kfx_arg_val(p, json_array_get(args, 0));
@@ -452,7 +453,20 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return -1;
     char idx[200] = "", py[320];
-    if (strcmp(s, "getitem") != 0) {
+    if (!strcmp(s, "diagonal")) { /* torch.diagonal(x, offset=0, dim1=0, dim2=1) */
+        const json_t *o = operand(node, 1, "offset"), *a = operand(node, 2, "dim1"),
+                     *b = operand(node, 3, "dim2");
+        if ((o && !json_is_integer(o)) || (a && !json_is_integer(a)) ||
+            (b && !json_is_integer(b)) ||
+            json_array_size(json_object_get(json_object_get(node, "output"), "stride")) == 0) {
+            snprintf(detail, dlen, "diagonal with other than int arguments (not yet)");
+            return -1;
+        }
+        snprintf(py, sizeof(py), "_diagonal(%s, %lld, %lld, %lld)", p->val[v].py,
+                 o ? (long long)json_integer_value(o) : 0LL,
+                 a ? (long long)json_integer_value(a) : 0LL,
+                 b ? (long long)json_integer_value(b) : 1LL);
+    } else if (strcmp(s, "getitem") != 0) {
         size_t na = json_array_size(args);
         for (size_t i = 1; i < na; i++) {
             const json_t *a = json_array_get(args, i);
