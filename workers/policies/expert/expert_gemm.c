@@ -220,15 +220,20 @@ static void signature(struct kf_buf *b, const struct kfx_call *c) {
 
 /* Variant 0's entry point after its checks: cuBLAS, operands swapped (row-major C = A op(B) is
  * column-major C^T = op(B)^T A^T). */
-static const char CUBLAS_ENTRY[] =
+static const char CUBLAS_ENTRY_HEAD[] =
     "    cublasHandle_t h = handle();\n"
     "    if (h == nullptr)\n"
     "        return kCublasError + (int)CUBLAS_STATUS_NOT_INITIALIZED;\n"
     "    cublasStatus_t st = cublasSetStream(h, 0);\n"
     "    if (st != CUBLAS_STATUS_SUCCESS)\n"
-    "        return kCublasError + (int)st;\n"
+    "        return kCublasError + (int)st;\n";
+
+/* Variant 0 only, after CUBLAS_ENTRY_HEAD: large products to split_gemm. */
+static const char SPLIT_DISPATCH[] =
     "    if (kSplit && use_split(batch, m, k, n, sa, sb))\n"
-    "        return split_gemm(h, a, b, c, batch, m, k, n, sa, sb);\n"
+    "        return split_gemm(h, a, b, c, batch, m, k, n, sa, sb);\n";
+
+static const char CUBLAS_ENTRY[] =
     "    const float one = 1.0f, zero = 0.0f;\n"
     "    const cublasOperation_t opb = kTransB ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
     "    const int64_t ldb = kTransB ? k : n;\n"
@@ -447,20 +452,11 @@ static char *cuda_src(const struct kfx_call *c, bool trans, int v) {
                : "// The algorithm is the heuristic's first for each shape and "
                  "alignment, cached (a few plans).\n#include <cublasLt.h>\n",
         trans ? "true" : "false", c->trans_a ? "true" : "false",
-        v == 1   ? ""
-        : v == 0 ? "constexpr bool kSplit = true; // large products: split_gemm\n"
-                 : "constexpr bool kSplit = false;\n",
-        GEMV);
+        v == 0 ? "constexpr bool kSplit = true; // large products: split_gemm\n" : "", GEMV);
     if (v != 1) {
         kf_buf_printf(&b, "%s", CUBLAS_HANDLE);
         if (v == 0)
             kfx_gemm_split_src(&b);
-        else
-            kf_buf_printf(&b, "bool use_split(int64_t, int64_t, int64_t, int64_t, int64_t, "
-                              "int64_t) {\n    return false;\n}\n\n"
-                              "int split_gemm(cublasHandle_t, const float *, const float *, "
-                              "float *, int64_t, int64_t,\n               int64_t, int64_t, "
-                              "int64_t, int64_t) {\n    return kCublasError;\n}\n\n");
         kf_buf_printf(&b, "} // namespace\n\n");
     } else {
         kf_buf_printf(&b, "%s", LT_BODY_HEAD);
@@ -468,7 +464,11 @@ static char *cuda_src(const struct kfx_call *c, bool trans, int v) {
         kf_buf_printf(&b, "%s", LT_BODY_TAIL);
     }
     signature(&b, c);
-    kf_buf_printf(&b, "%s%s", CUDA_ENTRY_CHECKS, v != 1 ? CUBLAS_ENTRY : LT_ENTRY);
+    if (v == 1)
+        kf_buf_printf(&b, "%s%s", CUDA_ENTRY_CHECKS, LT_ENTRY);
+    else
+        kf_buf_printf(&b, "%s%s%s%s", CUDA_ENTRY_CHECKS, CUBLAS_ENTRY_HEAD,
+                      v == 0 ? SPLIT_DISPATCH : "", CUBLAS_ENTRY);
     return b.data;
 }
 
