@@ -57,3 +57,17 @@ def test_sizes_used_as_numbers_trace_with_fixed_sizes(harness):
     assert [2, 48, 4, 16] in views  # B, T, n_head, C // n_head as this run's numbers
     code, g, err = harness("inspect", "--task", str(ROOT / "examples/tasks/linear_bias_relu.py"))
     assert code == 0 and g["graph"]["sizes"] == "symbolic", err
+
+
+def test_forward_that_assigns_to_its_module(harness):
+    """Tracing runs forward() with proxies: its `self.h0 = self.h0.to(x.device)` must not leave
+    a proxy in the module that the shapes are then propagated through (it did: the LSTM got
+    a proxy for its state and inspect failed with an internal error)."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_assigns_state.py"))
+    assert code == 0, err
+    assert g["graph"]["source"] == "fx", g.get("fx_error")
+    nodes = {n["name"]: n for n in g["graph"]["nodes"]}
+    assert nodes["lstm"]["module_type"] == "LSTM"
+    assert nodes["lstm"]["args"][1] == [{"node": "to"}, {"node": "to_1"}]
+    assert nodes["to"]["output"] == {"shape": [2, 4, 12], "dtype": "float32"}
+    assert g["outputs"]["shape"] == [4, 3]

@@ -6,6 +6,7 @@ the module cannot be traced symbolically, the ATen operators of a real run are l
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from typing import Any
@@ -69,7 +70,7 @@ def _target_name(node: torch.fx.Node) -> str:
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
-def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.GraphModule:
+def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.Graph:
     """Trace with every tensor's size known: ``x.size()``, ``x.shape`` and ``x.dim()`` give
     this run's numbers, so code that slices by a size (``self.bias[:, :, :T, :T]``, minGPT's
     causal mask) traces. Buffers stay nodes (``get_attr``), not tensors folded into constants,
@@ -80,8 +81,7 @@ def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.Graph
     tracer = meta_tracer.MetaTracer()
     tracer.proxy_buffer_attributes = True
     meta = {n: a.to("meta") if isinstance(a, torch.Tensor) else a for n, a in zip(names, args)}
-    graph = tracer.trace(model, meta)
-    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    return tracer.trace(model, meta)
 
 
 def _constant_value(gm: torch.fx.GraphModule, target: str) -> Any:
@@ -96,16 +96,32 @@ def _constant_value(gm: torch.fx.GraphModule, target: str) -> Any:
     return t.item()
 
 
+def _restore_assigned(traced: torch.nn.Module, model: torch.nn.Module) -> None:
+    """Put back the attributes a traced forward assigned a proxy to, from the untraced module:
+    the graph reads them (``get_attr``) with the values the module was built with."""
+    originals = dict(model.named_modules())
+    for name, mod in traced.named_modules():
+        source = originals.get(name)
+        for k, v in list(vars(mod).items()):
+            if isinstance(v, torch.fx.Proxy) and source is not None and k in vars(source):
+                setattr(mod, k, vars(source)[k])
+
+
 def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
     """The module traced symbolically; where that fails (a size used as a number), traced again
     with sizes fixed to this run's (``"sizes": "fixed"``: the graph holds only for these
-    shapes, as every plan built from it does)."""
+    shapes, as every plan built from it does). Each trace runs on a copy: a forward that
+    assigns to its module (``self.h0 = self.h0.to(x.device)``) leaves a proxy there."""
     sizes = "symbolic"
+    root = copy.deepcopy(model)
     try:
-        gm = torch.fx.symbolic_trace(model)
+        graph = torch.fx.Tracer().trace(root)
     except Exception:  # noqa: BLE001 - e.g. slice indices that are proxies of x.size()
-        gm = _trace_with_sizes(model, args)
+        root = copy.deepcopy(model)
+        graph = _trace_with_sizes(root, args)
         sizes = "fixed"
+    _restore_assigned(root, model)
+    gm = torch.fx.GraphModule(root, graph, type(model).__name__)
     ShapeProp(gm).propagate(*args)
     modules = dict(gm.named_modules())
     owned = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
