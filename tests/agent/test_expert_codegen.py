@@ -96,9 +96,10 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "return torch.nan_to_num(z) + torch.nan_to_num(z, nan=1.5, posinf=7.0, neginf=-3.0) + z.nan_to_num(neginf=2.0)",
         "64, 32",
     ),
-    # fmod, remainder and % (the sign of the divisor, as PyTorch's), global max pools
+    # fmod, remainder and % (the sign of the divisor, as PyTorch's), maximum, fmax and fmin
     "fmod_remainder": (
-        "return torch.fmod(x, 0.7) + torch.remainder(x, y) + x % -0.3 + torch.maximum(x, y)",
+        "return torch.fmod(x, 0.7) + torch.remainder(x, y) + x % -0.3 + torch.maximum(x, y)"
+        " + torch.fmax(x, y * 0.5) - torch.fmin(y, x)",
         "64, 32",
     ),
     "adaptive_max": (
@@ -1066,7 +1067,160 @@ def get_init_inputs():
     return []
 """
 
+# padding: the modules (zero, constant, reflection, replication, circular) and F.pad's modes,
+# a negative constant pad (a crop); every element compared (a cat of the outputs)
+GATHER_PADS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.zero = nn.ZeroPad2d((1, 2, 0, 3))
+        self.const = nn.ConstantPad1d(2, -1.5)
+        self.refl = nn.ReflectionPad2d(2)
+        self.repl = nn.ReplicationPad3d((1, 0, 2, 1, 0, 1))
+        self.circ = nn.CircularPad2d((3, 1, 2, 2))
+        self.ps = nn.PixelShuffle(2)
+        self.pu = nn.PixelUnshuffle(2)
+
+    def forward(self, x):
+        a = self.zero(x)
+        b = self.const(x.view(4, 8, 36))
+        c = self.refl(torch.relu(x))
+        d = self.repl(x.view(4, 2, 4, 6, 6))
+        e = self.circ(x)
+        f = F.pad(x, (1, 1, 2, 0), mode="reflect")
+        g = F.pad(x, (-1, 2, 1, -2), value=0.25)
+        h = F.pad(x, [2, 2, 0, 1], mode="replicate")
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1), e.flatten(1), f.flatten(1), g.flatten(1), h.flatten(1)], 1)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# circular pad, pixel shuffle and unshuffle (modules and functions), flips over several dims
+GATHER_SHUFFLES = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.zero = nn.ZeroPad2d((1, 2, 0, 3))
+        self.const = nn.ConstantPad1d(2, -1.5)
+        self.refl = nn.ReflectionPad2d(2)
+        self.repl = nn.ReplicationPad3d((1, 0, 2, 1, 0, 1))
+        self.circ = nn.CircularPad2d((3, 1, 2, 2))
+        self.ps = nn.PixelShuffle(2)
+        self.pu = nn.PixelUnshuffle(2)
+
+    def forward(self, x):
+        i = F.pad(x, (2, 2, 1, 1), mode="circular")
+        j = self.ps(x)
+        k = F.pixel_shuffle(x, 2)
+        l = self.pu(x)
+        m = F.pixel_unshuffle(x * 2.0, 3)
+        n = torch.flip(x, [1, 3])
+        o = x.flip(-1)
+        return torch.cat([i.flatten(1), j.flatten(1), k.flatten(1), l.flatten(1), m.flatten(1), n.flatten(1), o.flatten(1)], 1)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# nn.Upsample and its nearest/bilinear subclasses, adaptive pools to (3, 5) and (4, None),
+# bilinear by a scale of 1.5, to a size with align_corners, nearest-exact
+GATHER_RESAMPLE_A = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.upb = nn.UpsamplingBilinear2d(scale_factor=2)
+        self.upn = nn.UpsamplingNearest2d(size=(9, 13))
+        self.ada = nn.AdaptiveAvgPool2d((3, 5))
+        self.adm = nn.AdaptiveMaxPool2d((4, None))
+
+    def forward(self, x):
+        a = self.up(x)
+        b = self.upb(x)
+        c = self.upn(x)
+        d = self.ada(x)
+        e = self.adm(x)
+        f = F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False)
+        g = F.interpolate(x, size=(5, 11), mode="bilinear", align_corners=True)
+        h = F.interpolate(x, size=(7, 3), mode="nearest-exact")
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1), e.flatten(1), f.flatten(1), g.flatten(1), h.flatten(1)], 1)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 6, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# nearest by two scales, linear, trilinear, area, adaptive pools 1-d/2-d/3-d, a recomputed scale
+GATHER_RESAMPLE_B = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.upb = nn.UpsamplingBilinear2d(scale_factor=2)
+        self.upn = nn.UpsamplingNearest2d(size=(9, 13))
+        self.ada = nn.AdaptiveAvgPool2d((3, 5))
+        self.adm = nn.AdaptiveMaxPool2d((4, None))
+
+    def forward(self, x):
+        i = F.interpolate(x, scale_factor=(0.5, 1.25), mode="nearest")
+        j = F.interpolate(x.view(4, 8, 42), scale_factor=3, mode="linear")
+        k = F.interpolate(x.view(4, 2, 4, 6, 7), scale_factor=2, mode="trilinear")
+        l = F.interpolate(x, size=(4, 3), mode="area")
+        m = F.adaptive_avg_pool1d(x.view(4, 8, 42), 5)
+        n = F.adaptive_max_pool2d(torch.tanh(x), (2, 3))
+        o = F.adaptive_avg_pool3d(x.view(4, 2, 4, 6, 7), (3, 4, 5))
+        p = F.interpolate(x, scale_factor=2.0, mode="bilinear", recompute_scale_factor=True)
+        return torch.cat([i.flatten(1), j.flatten(1), k.flatten(1), l.flatten(1), m.flatten(1), n.flatten(1), o.flatten(1), p.flatten(1)], 1)
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 6, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
+    "gather_pads": GATHER_PADS,
+    "gather_shuffles": GATHER_SHUFFLES,
+    "gather_resample_a": GATHER_RESAMPLE_A,
+    "gather_resample_b": GATHER_RESAMPLE_B,
     "masks": MASKS,
     "softmax2d": SOFTMAX2D,
     "nll": NLL,
@@ -1116,9 +1270,15 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
 @pytest.mark.parametrize(
     "body,named",
     [
-        ("return torch.flip(x, [1]) + y", "flip"),
-        ("return torch.cumsum(x.flip(1), 1) + y", "flip"),
-        ("return torch.cumsum(x.flip(1), 0).flip(1) + y", "flip"),
+        ("return F.interpolate(x.view(1, 1, 64, 32), scale_factor=2, mode='bicubic')", "bicubic"),
+        (
+            "return F.interpolate(x.view(1, 1, 64, 32), scale_factor=0.5, mode='bilinear', antialias=True)",
+            "antialias",
+        ),
+        (
+            "return F.adaptive_max_pool2d(x.view(1, 1, 64, 32), (3, 5), return_indices=True)[0]",
+            "max_pool2d_with_indices",
+        ),
         ("return torch.diag(x[0]) + y[:32, :]", "diag"),
         ("return torch.diag(x) + 1", "diag"),
         ("return torch.einsum('ij,ij->i', x, y)", "einsum"),

@@ -196,6 +196,36 @@ EDGES = {
         "pass",
         "[torch.randn(2048, 2048)]",
     ),
+    # gathers (expert_gather.c): the four padding modes, upsampling, pixel shuffle and flips,
+    # adaptive pools to 6 x 6 (AlexNet's), at realistic sizes
+    "pad_modes": (
+        "x",
+        "return (F.pad(x, (2, 2, 2, 2), mode='reflect') + F.pad(x, (1, 3, 0, 4), mode='replicate')"
+        " + F.pad(x, (3, 1, 2, 2), mode='circular') + F.pad(x, (0, 4, 4, 0), value=0.5))",
+        "pass",
+        "[torch.randn(16, 64, 128, 128)]",
+    ),
+    "upsample": (
+        "x",
+        "return (F.interpolate(x, scale_factor=2, mode='nearest')"
+        " + F.interpolate(x, scale_factor=2, mode='bilinear', align_corners=False)"
+        " + F.interpolate(x, size=(128, 128), mode='bilinear', align_corners=True))",
+        "pass",
+        "[torch.randn(16, 64, 64, 64)]",
+    ),
+    "pixel_shuffle_flip": (
+        "x",
+        "return F.pixel_shuffle(x, 2) + torch.flip(F.pixel_unshuffle(x.view(16, 64, 128, 128), 2), [1])"
+        ".view(16, 64, 128, 128)",
+        "pass",
+        "[torch.randn(16, 256, 64, 64)]",
+    ),
+    "adaptive_pools": (
+        "x",
+        "return F.adaptive_avg_pool2d(x, (6, 6)) + F.adaptive_max_pool2d(x, (6, 6))",
+        "pass",
+        "[torch.randn(128, 256, 13, 13)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -166,8 +166,10 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
                                                                          : NULL;
         if (sym && json_object_size(kw) == 0)
             snprintf(e, n, "%s %s %s", a, sym, b);
-        else if (!strcmp(op, "maximum") || !strcmp(op, "minimum"))
-            snprintf(e, n, "f%sf(%s, %s)", !strcmp(op, "maximum") ? "max" : "min", a, b);
+        else if (!strcmp(op, "maximum") || !strcmp(op, "minimum") || !strcmp(op, "fmax") ||
+                 !strcmp(op, "fmin")) /* fmax, fmin: the number where one is NaN, as fmaxf */
+            snprintf(e, n, "f%sf(%s, %s)",
+                     !strcmp(op, "maximum") || !strcmp(op, "fmax") ? "max" : "min", a, b);
         else if (!strcmp(op, "pow"))
             pow_expr(a, b, e, n);
         else if (!strcmp(op, "fmod"))

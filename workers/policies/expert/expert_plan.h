@@ -66,12 +66,14 @@ enum kfx_skind {
     KFX_CONV,
     KFX_POOL,
     KFX_SCAN,
-    KFX_MULTI, /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
-    KFX_CAST,  /* a boolean or integer input read into float32 (expert_cast.c) */
-    KFX_XENT,  /* cross entropy of logits and int64 class indices (expert_xent.c) */
-    KFX_CAT,   /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
-    KFX_MASK,  /* the rows x cols mask of a tril or triu, made once per shape (expert_tri.c) */
-    KFX_NKINDS /* the count of kinds (the tables of their names are checked against it) */
+    KFX_MULTI,  /* sibling reductions of one input and geometry in one kernel (expert_multi.c) */
+    KFX_CAST,   /* a boolean or integer input read into float32 (expert_cast.c) */
+    KFX_XENT,   /* cross entropy of logits and int64 class indices (expert_xent.c) */
+    KFX_CAT,    /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
+    KFX_MASK,   /* the rows x cols mask of a tril or triu, made once per shape (expert_tri.c) */
+    KFX_GATHER, /* each output element read from the input through a rule per dim: padding,
+                   interpolation, pixel shuffle, flip, adaptive pools (expert_gather.c) */
+    KFX_NKINDS  /* the count of kinds (the tables of their names are checked against it) */
 };
 
 /* One reduction of a KFX_MULTI step: its operator (sum, mean, prod, var0/1, std0/1), its
@@ -141,6 +143,31 @@ struct kfx_step {
     struct kfx_sub sub[KFX_MAX_SUB];
     int sub_out[KFX_MAX_SUB];
     int diag; /* MASK: the diagonal (op "tril" or "triu") */
+    /* GATHER: the output, contiguous, seen as g_nd dims of extents g_out; its coordinate o
+     * along dim d reads the input (contiguous, g_numel elements) at coordinate rule_d(o) of
+     * extent g_n[d] and stride g_stride[d]; g_lo, g_scale: the rule's offset and scale (enum
+     * kfx_grule); op "avg" or "max" for windows, g_fill for a constant pad's outside */
+    int g_nd;
+    long long g_out[KFX_MAX_DIMS], g_n[KFX_MAX_DIMS], g_stride[KFX_MAX_DIMS], g_lo[KFX_MAX_DIMS];
+    unsigned char g_rule[KFX_MAX_DIMS];
+    double g_scale[KFX_MAX_DIMS];
+    double g_fill;
+    long long g_numel;
+};
+
+/* How a KFX_GATHER step's output coordinate o along a dim reads the input (extent n). */
+enum kfx_grule {
+    KFX_G_SAME,          /* o */
+    KFX_G_CONST,         /* o - lo, the fill outside [0, n) (a constant pad, or a crop) */
+    KFX_G_REFLECT,       /* o - lo reflected at both ends, the edge not repeated */
+    KFX_G_REPLICATE,     /* o - lo clamped to [0, n) */
+    KFX_G_CIRCULAR,      /* o - lo modulo n */
+    KFX_G_FLIP,          /* n - 1 - o */
+    KFX_G_NEAREST,       /* min(floor(o * scale), n - 1), in float as PyTorch computes it */
+    KFX_G_NEAREST_EXACT, /* min(floor((o + 0.5) * scale), n - 1) */
+    KFX_G_LINEAR,        /* two taps around (o + 0.5) * scale - 0.5 (lo 0), or o * scale (lo 1:
+                            align_corners), weighted */
+    KFX_G_WINDOW,        /* [floor(o * n / out), ceil((o + 1) * n / out)): an adaptive pool's */
 };
 
 struct kfx_plan {
@@ -211,7 +238,8 @@ int kfx_plan_loss(struct kfx_plan *p, const json_t *node, int k, const char *s, 
                   size_t dlen);
 
 /* expert_plan_flip.c: torch.flip as the two ends of a reverse scan (the scan in between runs
- * backwards: kfx_step.reverse). 1 handled, 0 not a flip, -1 with detail. */
+ * backwards: kfx_step.reverse). 1 handled, 0 not a flip or a flip of its own (a gather), -1
+ * with detail. */
 int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 
 /* expert_plan_diag.c: torch.diag of a vector as a matmul's operand: the product is the other
@@ -326,6 +354,16 @@ int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *
 int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen);
 char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_plan_gather.c: F.pad and the padding modules (constant, reflect, replicate,
+ * circular), F.interpolate and nn.Upsample (nearest, nearest-exact, linear, bilinear,
+ * trilinear, area), pixel shuffle and unshuffle, torch.flip, adaptive pools to sizes other
+ * than 1: a KFX_GATHER step. s: the node's short name, or its module type. 1 handled, 0 none
+ * of them, -1 with detail. */
+int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                    size_t dlen);
+/* expert_gather.c: the kernels of a KFX_GATHER step. */
+char *kfx_gather_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

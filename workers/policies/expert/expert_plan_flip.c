@@ -3,7 +3,8 @@
  * order (KernelBench's reverse cumsum). No kernel reads a flipped tensor: the first flip is
  * x itself marked flipped along d (an identity chain, so the scan reads x through its
  * prologue), the scan runs backwards and its output stays marked, and the second flip
- * unmarks it. Any other use of a flip is refused, so a marked val reaches nothing else. */
+ * unmarks it. Any other flip is a gather (expert_plan_gather.c); a flip of a marked val that
+ * is not the closing one is refused, so a marked val reaches nothing else. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,11 +67,12 @@ int kfx_plan_flip(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         p->val[k] = v;
         return 1;
     }
-    if (d < 0 || p->val[in].is_int || p->val[in].flipped || !opens_reverse_scan(p, node, in, d)) {
-        snprintf(detail, dlen,
-                 "flip (not yet, except as flip(cumsum(flip(x, d), d), d) over one dim d)");
+    if (in >= 0 && p->val[in].flipped) {
+        snprintf(detail, dlen, "a flip inside a reverse scan that does not close it (not yet)");
         return -1;
     }
+    if (d < 0 || p->val[in].is_int || !opens_reverse_scan(p, node, in, d))
+        return 0; /* a flip of its own: a gather (expert_plan_gather.c) */
     char e[16];
     snprintf(e, sizeof(e), "v%d", in);
     if (kfx_set_lazy(p, k, node, e) != 0)

@@ -914,7 +914,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
             !strcmp(mtype, "MaxPool1d") || !strcmp(mtype, "AvgPool1d") ||
             !strcmp(mtype, "MaxPool3d") || !strcmp(mtype, "AvgPool3d"))
             return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
-        int rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
+        int rc = kfx_plan_gather(p, node, k, mtype, detail, dlen);
+        if (rc == 0)
+            rc = kfx_plan_loss(p, node, k, mtype, detail, dlen);
         if (rc == 0)
             rc = adaptive_to_1(p, node, k, mtype, detail, dlen);
         return rc != 0 ? rc : norm(p, node, k, s, mtype, detail, dlen);
@@ -925,8 +927,10 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return softmax(p, node, k, s, false, detail, dlen);
     if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod") || !strcmp(s, "logcumsumexp"))
         return scan(p, node, k, s, detail, dlen);
-    if (!strcmp(s, "flip"))
-        return kfx_plan_flip(p, node, k, detail, dlen);
+    if (!strcmp(s, "flip")) { /* the ends of a reverse scan, else a gather */
+        int frc = kfx_plan_flip(p, node, k, detail, dlen);
+        return frc != 0 ? frc : kfx_plan_gather(p, node, k, s, detail, dlen);
+    }
     if (!strcmp(s, "diag"))
         return kfx_plan_diag(p, node, k, detail, dlen);
     int crc = kfx_plan_cat(p, node, k, s, detail, dlen);
@@ -955,7 +959,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (!strcmp(s, "max_pool2d") || !strcmp(s, "avg_pool2d") || !strcmp(s, "max_pool1d") ||
         !strcmp(s, "avg_pool1d") || !strcmp(s, "max_pool3d") || !strcmp(s, "avg_pool3d"))
         return library(p, node, k, KFX_POOL, 1, -1, detail, dlen);
-    int rc = adaptive_to_1(p, node, k, s, detail, dlen);
+    int rc = kfx_plan_gather(p, node, k, s, detail, dlen);
+    if (rc == 0)
+        rc = adaptive_to_1(p, node, k, s, detail, dlen);
     if (rc == 0)
         rc = reduction(p, node, k, s, detail, dlen);
     if (rc == 0)
