@@ -226,6 +226,15 @@ EDGES = {
         "pass",
         "[torch.randn(128, 256, 13, 13)]",
     ),
+    # a 6-D permute copied by a gather (Swin's window partition, windows of 7), repeats
+    "window_partition_repeat": (
+        "x",
+        "w = x.view(32, 96, 8, 7, 8, 7).permute(0, 2, 4, 3, 5, 1).contiguous().view(-1, 49, 96)\n"
+        "        return (w * 2.0 + x.view(32, 96, 3136)[:, :, :49].transpose(1, 2).repeat(64, 1, 1)"
+        " + x.mean(dim=(2, 3)).repeat_interleave(49, dim=1).view(32, 49, 96).repeat(64, 1, 1))",
+        "pass",
+        "[torch.randn(32, 96, 56, 56)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

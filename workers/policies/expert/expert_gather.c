@@ -97,6 +97,12 @@ static void rules(struct kf_buf *b, const struct kfx_step *st) {
                           "    const float w%d_1 = x%d - (float)a%d, w%d_0 = 1.0f - w%d_1;\n",
                           d, d, d, d, n - 1, d, d, d, d, d);
             break;
+        case KFX_G_MOD:
+            kf_buf_printf(b, "    const int64_t i%d = o%d %% %lldLL;\n", d, d, n);
+            break;
+        case KFX_G_DIV:
+            kf_buf_printf(b, "    const int64_t i%d = o%d / %lldLL;\n", d, d, lo);
+            break;
         case KFX_G_WINDOW:
             kf_buf_printf(b,
                           "    const int64_t s%d = o%d * %lldLL / %lldLL, e%d = ((o%d + 1) * "

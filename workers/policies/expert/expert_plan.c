@@ -307,6 +307,26 @@ static bool one_value(const struct kfx_val *l) {
     return n == 1 && !l->noncontig;
 }
 
+/* A lazy val that is another val as it is ("vN": x.contiguous() of a view that a gather has
+ * copied) where that val is a step's contiguous output of the same shape: v becomes that
+ * tensor, without a pass that copies it. */
+static bool alias_of_tensor(struct kfx_plan *p, int v) {
+    struct kfx_val *x = &p->val[v];
+    char *end = NULL;
+    long n = x->expr && x->expr[0] == 'v' ? strtol(x->expr + 1, &end, 10) : -1;
+    if (n < 0 || n >= p->n_vals || n == v || *end != '\0')
+        return false;
+    const struct kfx_val *t = &p->val[n];
+    if (t->kind != KFX_TENSOR || t->noncontig || t->offset || t->view_of || t->is_int ||
+        !kfx_same_shape(t, x))
+        return false;
+    free(x->expr);
+    x->expr = NULL;
+    x->kind = KFX_TENSOR;
+    memcpy(x->py, t->py, sizeof(x->py));
+    return true;
+}
+
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     struct kfx_val *x = &p->val[v];
     if (x->kind == KFX_TUPLE) {
@@ -318,6 +338,8 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
                  x->kind == KFX_SIZE ? "size" : "device");
         return -1;
     }
+    if (x->kind != KFX_LAZY && x->noncontig && kfx_gather_wants(p, v))
+        return kfx_gather_copy(p, v, detail, dlen); /* dims that do not fold into 4 */
     if (x->kind != KFX_LAZY && x->noncontig) {
         /* a strided view: v becomes its copy, through the strided elementwise pass */
         if (p->n_vals >= KFX_MAX_VALS)
@@ -334,6 +356,8 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         x->view_of = 0;
     }
     if (x->kind != KFX_LAZY)
+        return 0;
+    if (alias_of_tensor(p, v))
         return 0;
     if (x->is_int) {
         snprintf(detail, dlen, "a comparison's boolean tensor used as a tensor (not yet)");
@@ -363,10 +387,21 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     if (full < 0) /* no leaf of x's shape: the broadcasting kernel reads the scalars too */
         bcast = 1;
     if (bcast && x->ndim > 4 && folded_dims(p, x, c) > 4) {
+        bool copied = false; /* strided leaves that do not fold: each copied by a gather */
+        for (int i = 0; i < c->n_leaves; i++)
+            if (kfx_gather_wants(p, c->leaf[i])) {
+                if (kfx_gather_copy(p, c->leaf[i], detail, dlen) != 0) {
+                    free(c);
+                    return -1;
+                }
+                copied = true;
+            }
+        free(c);
+        if (copied)
+            return kfx_materialise(p, v, detail, dlen);
         snprintf(detail, dlen,
                  "broadcasting over more than 4 dimensions that do not merge (not "
                  "yet)");
-        free(c);
         return -1;
     }
     struct kf_buf b = {0};

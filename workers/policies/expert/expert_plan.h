@@ -168,6 +168,8 @@ enum kfx_grule {
     KFX_G_LINEAR,        /* two taps around (o + 0.5) * scale - 0.5 (lo 0), or o * scale (lo 1:
                             align_corners), weighted */
     KFX_G_WINDOW,        /* [floor(o * n / out), ceil((o + 1) * n / out)): an adaptive pool's */
+    KFX_G_MOD,           /* o modulo n: a repeat or tile */
+    KFX_G_DIV,           /* o / lo: a repeat_interleave by lo */
 };
 
 struct kfx_plan {
@@ -358,10 +360,15 @@ char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v);
 /* expert_plan_gather.c: F.pad and the padding modules (constant, reflect, replicate,
  * circular), F.interpolate and nn.Upsample (nearest, nearest-exact, linear, bilinear,
  * trilinear, area), pixel shuffle and unshuffle, torch.flip, adaptive pools to sizes other
- * than 1: a KFX_GATHER step. s: the node's short name, or its module type. 1 handled, 0 none
- * of them, -1 with detail. */
+ * than 1, repeat, tile and repeat_interleave: a KFX_GATHER step. s: the node's short name, or its
+ * module type. 1 handled, 0 none of them, -1 with detail. */
 int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                     size_t dlen);
+/* expert_plan_gather.c, for kfx_materialise: whether val v is a strided view (of a root in
+ * memory, from its first element, its strides recorded) whose dims fold into more than 4, and
+ * the gather that copies such a view: v becomes the contiguous copy. 0, or -1 with detail. */
+bool kfx_gather_wants(const struct kfx_plan *p, int v);
+int kfx_gather_copy(struct kfx_plan *p, int v, char *detail, size_t dlen);
 /* expert_gather.c: the kernels of a KFX_GATHER step. */
 char *kfx_gather_src(const struct kfx_step *st, const char *backend, int v);
 

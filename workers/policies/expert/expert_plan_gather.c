@@ -11,7 +11,10 @@
  *   [.., C, H, r, W, r] (or [.., C, r, r, H, W]), each dim read at the input's stride for it;
  * - torch.flip over any dims (expert_plan_flip.c keeps the reverse scans);
  * - adaptive average and max pools (1-3d, without indices) to outputs other than all 1s
- *   (those are reductions: expert_plan_node.c), a window a dim.
+ *   (those are reductions: expert_plan_node.c), a window a dim;
+ * - the copy of a strided view whose dims do not fold into the 4 that the elementwise
+ *   kernels read through (a 6-D permute: Swin's window partition), at the view's strides;
+ * - x.repeat, torch.tile and repeat_interleave by ints (a count a dim).
  * Elements are float32 only. The output's shape is the graph's. */
 #include <math.h>
 #include <stdbool.h>
@@ -76,24 +79,10 @@ static void compact(struct gspec *g) {
         }
 }
 
-/* The step reading val in through g, whose output is val k of the node's shape. 1, or -1. */
-static int emit(struct kfx_plan *p, const json_t *node, int k, int in, struct gspec *g,
-                char *detail, size_t dlen) {
-    long long shape[KFX_MAX_DIMS], numel = 1, total = 1, in_numel = 1;
-    const int nd = out_shape(node, shape);
-    for (int d = 0; d < nd; d++)
-        numel *= shape[d];
-    for (int d = 0; d < g->nd; d++)
-        total *= g->out[d];
-    for (int d = 0; d < p->val[in].ndim; d++)
-        in_numel *= p->val[in].shape[d];
-    if (nd < 0 || numel != total) {
-        snprintf(detail, dlen, "%s: an output of %lld elements where %lld were planned", g->op,
-                 numel, total);
-        return -1;
-    }
-    if (kfx_materialise(p, in, detail, dlen) != 0)
-        return -1;
+/* The step reading val root (contiguous, root_numel elements) through g into val k, a new
+ * tensor of shape[0..nd) whose Python name is set here. 0, or -1. */
+static int add_step(struct kfx_plan *p, int k, int root, long long root_numel, struct gspec *g,
+                    const long long *shape, int nd, char *detail, size_t dlen) {
     compact(g);
     struct kfx_step *st = kfx_add_step(p, KFX_GATHER, detail, dlen);
     if (st == NULL)
@@ -109,17 +98,95 @@ static int emit(struct kfx_plan *p, const json_t *node, int k, int in, struct gs
         st->g_scale[d] = g->scale[d];
     }
     st->g_fill = g->fill;
-    st->g_numel = in_numel;
-    char out[16], dims[KFX_MAX_DIMS * 24] = "";
+    st->g_numel = root_numel;
+    char dims[KFX_MAX_DIMS * 24] = "";
     for (int d = 0; d < nd; d++) {
         size_t a = strlen(dims);
         snprintf(dims + a, sizeof(dims) - a, "%lld, ", shape[d]);
     }
-    snprintf(out, sizeof(out), "t%d", k);
-    kfx_set_val(p, k, node, KFX_TENSOR, out);
-    kfx_line(p, "%s = _alloc((%s), %s)", out, dims, p->like);
-    kfx_line(p, "self.k.%s(%s, %s, %s.numel())", st->fn, p->val[in].py, out, p->val[in].py);
-    return 1;
+    snprintf(p->val[k].py, sizeof(p->val[k].py), "t%d", k);
+    kfx_line(p, "%s = _alloc((%s), %s)", p->val[k].py, dims, p->like);
+    kfx_line(p, "self.k.%s(%s, %s, %s.numel())", st->fn, p->val[root].py, p->val[k].py,
+             p->val[root].py);
+    return 0;
+}
+
+/* The step reading val in through g, whose output is val k of the node's shape. 1, or -1. */
+static int emit(struct kfx_plan *p, const json_t *node, int k, int in, struct gspec *g,
+                char *detail, size_t dlen) {
+    long long shape[KFX_MAX_DIMS], numel = 1, total = 1, in_numel = 1;
+    const int nd = out_shape(node, shape);
+    for (int d = 0; d < nd; d++)
+        numel *= shape[d];
+    for (int d = 0; d < g->nd; d++)
+        total *= g->out[d];
+    if (nd < 0 || numel != total) {
+        snprintf(detail, dlen, "%s: an output of %lld elements where %lld were planned", g->op,
+                 numel, total);
+        return -1;
+    }
+    if (kfx_materialise(p, in, detail, dlen) != 0)
+        return -1;
+    for (int d = 0; d < p->val[in].ndim; d++)
+        in_numel *= p->val[in].shape[d];
+    kfx_set_val(p, k, node, KFX_TENSOR, "");
+    return add_step(p, k, in, in_numel, g, shape, nd, detail, dlen) == 0 ? 1 : -1;
+}
+
+/* The strides inspect recorded for strided view v (of its ndim), into stride; false when it
+ * has none, starts past its root's first element, or its root is not in memory. */
+static bool view_strides(const struct kfx_plan *p, int v, long long *stride) {
+    const struct kfx_val *x = &p->val[v];
+    const json_t *rec =
+        x->node ? json_object_get(json_object_get(x->node, "output"), "stride") : NULL;
+    if (x->kind == KFX_LAZY || !x->noncontig || x->offset || x->view_of < 1 ||
+        p->val[x->view_of - 1].kind == KFX_LAZY || json_array_size(rec) != (size_t)x->ndim)
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        stride[d] = json_integer_value(json_array_get(rec, (size_t)d));
+    return true;
+}
+
+bool kfx_gather_wants(const struct kfx_plan *p, int v) {
+    const struct kfx_val *x = &p->val[v];
+    long long stride[KFX_MAX_DIMS];
+    if (x->ndim <= 4 || !view_strides(p, v, stride))
+        return false;
+    struct gspec g;
+    spec_of(&g, x, "copy");
+    for (int d = 0; d < x->ndim; d++)
+        g.stride[d] = stride[d];
+    for (int d = x->ndim - 1; d >= 0; d--) /* dims of 1 read nothing */
+        if (g.out[d] == 1 && g.nd > 1) {
+            for (int e = d; e + 1 < g.nd; e++) {
+                g.out[e] = g.out[e + 1];
+                g.n[e] = g.n[e + 1];
+                g.stride[e] = g.stride[e + 1];
+            }
+            g.nd--;
+        }
+    compact(&g);
+    return g.nd > 4;
+}
+
+int kfx_gather_copy(struct kfx_plan *p, int v, char *detail, size_t dlen) {
+    struct kfx_val *x = &p->val[v];
+    long long stride[KFX_MAX_DIMS], root_numel = 1;
+    if (!view_strides(p, v, stride)) {
+        snprintf(detail, dlen, "a copy of a strided view without its strides (not yet)");
+        return -1;
+    }
+    const int root = x->view_of - 1;
+    for (int d = 0; d < p->val[root].ndim; d++)
+        root_numel *= p->val[root].shape[d];
+    struct gspec g;
+    spec_of(&g, x, "copy");
+    for (int d = 0; d < x->ndim; d++)
+        g.stride[d] = stride[d];
+    x->kind = KFX_TENSOR;
+    x->noncontig = false;
+    x->view_of = 0;
+    return add_step(p, v, root, root_numel, &g, x->shape, x->ndim, detail, dlen);
 }
 
 /* A list of ints (or one int, repeated n times) into v; false for anything else. */
@@ -399,6 +466,94 @@ static int adaptive(struct kfx_plan *p, const json_t *node, int k, const char *s
     return emit(p, node, k, in, &g, detail, dlen);
 }
 
+/* --- repeats ----------------------------------------------------------------------------- */
+
+/* x.repeat(sizes) and torch.tile / x.tile(dims): new leading dims read nothing (stride 0),
+ * each dim repeated r times reads o modulo its extent. */
+static int repeat(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen) {
+    const bool tile = !strcmp(s, "tile");
+    const json_t *args = json_object_get(node, "args");
+    int in = input_of(p, node), nr = 0;
+    long long r[2 * KFX_MAX_DIMS];
+    const json_t *first = json_array_get(args, 1);
+    if (first == NULL)
+        first = json_object_get(json_object_get(node, "kwargs"), tile ? "dims" : "repeats");
+    bool ok = in >= 0 && first != NULL;
+    if (ok && (json_is_array(first) || json_array_size(args) <= 2))
+        ok = ints(first, r, 1, &nr);
+    else
+        for (size_t i = 1; ok && i < json_array_size(args); i++) {
+            ok = json_is_integer(json_array_get(args, i)) && nr < 2 * KFX_MAX_DIMS;
+            if (ok)
+                r[nr++] = json_integer_value(json_array_get(args, i));
+        }
+    const int nd = in >= 0 ? p->val[in].ndim : 0;
+    if (ok && tile && nr < nd) { /* tile: ones in front for the dims not given */
+        memmove(r + (nd - nr), r, sizeof(r[0]) * (size_t)nr);
+        for (int i = 0; i < nd - nr; i++)
+            r[i] = 1;
+        nr = nd;
+    }
+    if (!ok || nr < nd || nr > KFX_MAX_DIMS) {
+        snprintf(detail, dlen, "%s by other than ints, one a dim (not yet)", s);
+        return -1;
+    }
+    struct gspec g;
+    spec_of(&g, &p->val[in], "repeat");
+    const int lead = nr - nd;
+    memmove(g.out + lead, g.out, sizeof(g.out[0]) * (size_t)nd);
+    memmove(g.n + lead, g.n, sizeof(g.n[0]) * (size_t)nd);
+    memmove(g.stride + lead, g.stride, sizeof(g.stride[0]) * (size_t)nd);
+    g.nd = nr;
+    for (int d = 0; d < nr; d++) {
+        if (r[d] < 0) {
+            snprintf(detail, dlen, "%s by a negative count", s);
+            return -1;
+        }
+        if (d < lead) {
+            g.out[d] = r[d];
+            g.n[d] = 1;
+            g.stride[d] = 0;
+            g.rule[d] = KFX_G_MOD;
+        } else if (r[d] != 1) {
+            g.out[d] = g.n[d] * r[d];
+            g.rule[d] = KFX_G_MOD;
+        }
+    }
+    return emit(p, node, k, in, &g, detail, dlen);
+}
+
+/* x.repeat_interleave(r, dim) and torch.repeat_interleave: each element r times along dim (the
+ * flattened tensor when dim is None). */
+static int interleave(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int in = input_of(p, node);
+    const json_t *rj = kfx_node_arg(node, 1, "repeats"), *dj = kfx_node_arg(node, 2, "dim");
+    const int nd = in >= 0 ? p->val[in].ndim : 0;
+    long long d = json_is_integer(dj) ? json_integer_value(dj) : -1;
+    d = d < 0 ? d + nd : d;
+    if (in < 0 || !json_is_integer(rj) || json_integer_value(rj) < 1 ||
+        (dj && !json_is_null(dj) && (!json_is_integer(dj) || d < 0 || d >= nd))) {
+        snprintf(detail, dlen, "repeat_interleave by other than a positive int (not yet)");
+        return -1;
+    }
+    struct gspec g;
+    spec_of(&g, &p->val[in], "repeat_interleave");
+    if (dj == NULL || json_is_null(dj)) { /* the flattened tensor */
+        long long total = 1;
+        for (int i = 0; i < nd; i++)
+            total *= g.n[i];
+        g.nd = 1;
+        g.out[0] = g.n[0] = total;
+        g.stride[0] = 1;
+        d = 0;
+    }
+    g.rule[d] = KFX_G_DIV;
+    g.lo[d] = json_integer_value(rj);
+    g.out[d] = g.n[d] * g.lo[d];
+    return emit(p, node, k, in, &g, detail, dlen);
+}
+
 int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                     size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
@@ -407,6 +562,10 @@ int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s
         return 0;
     if (!module && !strcmp(s, "flip"))
         return flip(p, node, k, detail, dlen);
+    if (!module && (!strcmp(s, "repeat") || !strcmp(s, "tile")))
+        return repeat(p, node, k, s, detail, dlen);
+    if (!module && !strcmp(s, "repeat_interleave"))
+        return interleave(p, node, k, detail, dlen);
     int rc = pad(p, node, k, s, module, detail, dlen);
     if (rc == 0)
         rc = interpolate(p, node, k, s, module, detail, dlen);
