@@ -1249,7 +1249,56 @@ def get_init_inputs():
     return []
 """
 
+# F.scaled_dot_product_attention: causal (a tril mask), a bool and a float mask, a scale,
+# keys longer than the queries, q, k, v transposed views of one projection
+SDPA_A = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x, kv, bmask, fmask):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(32, dim=2)
+        q = q.view(B, T, 4, 8).transpose(1, 2)
+        k = k.view(B, T, 4, 8).transpose(1, 2)
+        v = v.view(B, T, 4, 8).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        kk = kv.view(B, 4, 12, 8)
+        b = F.scaled_dot_product_attention(q, kk, kk * 2.0, attn_mask=bmask)
+        c = F.scaled_dot_product_attention(q, kk, kk, attn_mask=fmask, scale=0.3)
+        y = a.transpose(1, 2).contiguous().view(B, T, C)
+        return torch.cat([y.flatten(), b.flatten(), c.flatten()])
+
+
+def get_inputs():
+    return [torch.randn(2, 10, 32), torch.randn(2, 48, 8), torch.rand(10, 12) > 0.3, torch.randn(2, 1, 10, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# causal with keys longer than the queries (top-left aligned), a mask computed in forward
+SDPA_B = SDPA_A.replace(
+    """        b = F.scaled_dot_product_attention(q, kk, kk * 2.0, attn_mask=bmask)
+        c = F.scaled_dot_product_attention(q, kk, kk, attn_mask=fmask, scale=0.3)
+        y = a.transpose(1, 2).contiguous().view(B, T, C)
+        return torch.cat([y.flatten(), b.flatten(), c.flatten()])""",
+    """        d = F.scaled_dot_product_attention(q, kk, torch.tanh(kk), is_causal=True)
+        e = F.scaled_dot_product_attention(kk, q, v, attn_mask=fmask.transpose(-2, -1) * 0.5)
+        return torch.cat([a.flatten(), d.flatten(), e.flatten()])""",
+)
+assert SDPA_B != SDPA_A
+
 MODULE_TASKS = {
+    "sdpa_a": SDPA_A,
+    "sdpa_b": SDPA_B,
     "gather_views": GATHER_VIEWS,
     "gather_pads": GATHER_PADS,
     "gather_shuffles": GATHER_SHUFFLES,
@@ -1305,6 +1354,10 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     "body,named",
     [
         ("return F.interpolate(x.view(1, 1, 64, 32), scale_factor=2, mode='bicubic')", "bicubic"),
+        (
+            "q = x.view(2, 4, 8, 32)\n        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)",
+            "dropout",
+        ),
         (
             "return F.interpolate(x.view(1, 1, 64, 32), scale_factor=0.5, mode='bilinear', antialias=True)",
             "antialias",

@@ -235,6 +235,13 @@ EDGES = {
         "pass",
         "[torch.randn(32, 96, 56, 56)]",
     ),
+    # F.scaled_dot_product_attention: scores, softmax and product (causal: a tril mask)
+    "sdpa": (
+        "q, k, v",
+        "return F.scaled_dot_product_attention(q, k, v) + F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+        "pass",
+        "[torch.randn(16, 16, 1024, 64), torch.randn(16, 16, 1024, 64), torch.randn(16, 16, 1024, 64)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -355,7 +355,18 @@ int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *
  * select against a mask that a KFX_MASK step makes: 1, 0 when it is not one, -1 with detail. */
 int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen);
+/* The rows x cols mask of op ("tril" or "triu") at diagonal diag, made by a new KFX_MASK step
+ * (named after val k): the mask's val (1.0f kept, 0.0f not), or -1 with detail. */
+int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
+                 long long diag, char *detail, size_t dlen);
 char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_plan_attention.c: F.scaled_dot_product_attention planned as what it computes: the
+ * scores (a matmul with the keys transposed), scaled, masked (is_causal: a tril mask; a bool or
+ * float attn_mask), a softmax over the keys and the product with the values. 1 handled, 0 not
+ * such a node, -1 with detail. */
+int kfx_plan_sdpa(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen);
 
 /* expert_plan_gather.c: F.pad and the padding modules (constant, reflect, replicate,
  * circular), F.interpolate and nn.Upsample (nearest, nearest-exact, linear, bilinear,

@@ -940,6 +940,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         crc = kfx_plan_einsum(p, node, k, s, detail, dlen);
     if (crc == 0)
         crc = kfx_plan_rewrite(p, node, k, s, detail, dlen);
+    if (crc == 0)
+        crc = kfx_plan_sdpa(p, node, k, s, detail, dlen);
     if (crc != 0)
         return crc;
     int drc = kfx_plan_diag_product(p, node, k, detail, dlen);

@@ -67,6 +67,33 @@ char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v) {
     return b.data;
 }
 
+int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
+                 long long diag, char *detail, size_t dlen) {
+    /* past either corner every element is kept or every one zeroed: clamped into an int */
+    diag = diag < -rows - 1 ? -rows - 1 : diag > cols + 1 ? cols + 1 : diag;
+    if (p->n_vals >= KFX_MAX_VALS) {
+        snprintf(detail, dlen, "a graph of more than %d nodes", KFX_MAX_VALS);
+        return -1;
+    }
+    struct kfx_step *st = kfx_add_step(p, KFX_MASK, detail, dlen);
+    if (st == NULL)
+        return -1;
+    snprintf(st->op, sizeof(st->op), "%s", op);
+    st->diag = (int)diag;
+    char m[16];
+    snprintf(m, sizeof(m), "m%d", k);
+    const long long shape[2] = {rows, cols};
+    int mv = kfx_new_val(p, m, shape, 2);
+    if (mv < 0)
+        return -1;
+    /* the mask's shape is the graph's: a call with other sizes in those two dims fails in the
+     * select's broadcast with PyTorch's shape error, never silently */
+    kfx_line(p, "%s, %s_new = _mask(self, \"%s\", %lld, %lld, %s)", m, m, m, rows, cols, p->like);
+    kfx_line(p, "if %s_new:", m);
+    kfx_line(p, "    self.k.%s(%s, %lld, %lld)", st->fn, m, rows, cols);
+    return mv;
+}
+
 int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
     if (strcmp(s, "tril") != 0 && strcmp(s, "triu") != 0)
@@ -84,25 +111,9 @@ int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     }
     const long long rows = p->val[in].shape[p->val[in].ndim - 2];
     const long long cols = p->val[in].shape[p->val[in].ndim - 1];
-    long long diag = dj ? json_integer_value(dj) : 0;
-    /* past either corner every element is kept or every one zeroed: clamped into an int */
-    diag = diag < -rows - 1 ? -rows - 1 : diag > cols + 1 ? cols + 1 : diag;
-    struct kfx_step *st = kfx_add_step(p, KFX_MASK, detail, dlen);
-    if (st == NULL)
-        return -1;
-    snprintf(st->op, sizeof(st->op), "%s", s);
-    st->diag = (int)diag;
-    char m[16];
-    snprintf(m, sizeof(m), "m%d", k);
-    const long long shape[2] = {rows, cols};
-    int mv = kfx_new_val(p, m, shape, 2);
+    int mv = kfx_tri_mask(p, k, s, rows, cols, dj ? json_integer_value(dj) : 0, detail, dlen);
     if (mv < 0)
         return -1;
-    /* the mask's shape is the graph's: a call with other sizes in those two dims fails in the
-     * select's broadcast with PyTorch's shape error, never silently */
-    kfx_line(p, "%s, %s_new = _mask(self, \"%s\", %lld, %lld, %s)", m, m, m, rows, cols, p->like);
-    kfx_line(p, "if %s_new:", m);
-    kfx_line(p, "    self.k.%s(%s, %lld, %lld)", st->fn, m, rows, cols);
     char e[64];
     snprintf(e, sizeof(e), "v%d != 0.0f ? v%d : 0.0f", mv, in);
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
