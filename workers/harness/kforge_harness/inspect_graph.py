@@ -96,6 +96,18 @@ def _constant_value(gm: torch.fx.GraphModule, target: str) -> Any:
     return t.item()
 
 
+class _Prop(ShapeProp):
+    """ShapeProp that also keeps each Python number a node computes (``x.size(2) - y.size(2)``)
+    in ``meta["kf_number"]``: a policy that bakes a pad or a split size into a kernel needs the
+    number, which the graph holds only as the operations that make it."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if isinstance(result, (int, float)) and not isinstance(result, bool):
+            n.meta["kf_number"] = result
+        return result
+
+
 def _restore_assigned(traced: torch.nn.Module, model: torch.nn.Module) -> None:
     """Put back the attributes a traced forward assigned a proxy to, from the untraced module:
     the graph reads them (``get_attr``) with the values the module was built with."""
@@ -122,7 +134,7 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
         sizes = "fixed"
     _restore_assigned(root, model)
     gm = torch.fx.GraphModule(root, graph, type(model).__name__)
-    ShapeProp(gm).propagate(*args)
+    _Prop(gm).propagate(*args)
     modules = dict(gm.named_modules())
     owned = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
     nodes = []
@@ -137,6 +149,8 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
         tm = n.meta.get("tensor_meta")
         if tm is not None:
             entry["output"] = _meta_from_tm(tm)
+        if "kf_number" in n.meta:  # a size or a number computed from sizes, as this run had it
+            entry["value"] = _arg(n.meta["kf_number"])
         if n.op == "get_attr" and n.target not in owned:
             value = _constant_value(gm, n.target)
             if value is not None:

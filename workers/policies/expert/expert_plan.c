@@ -100,6 +100,22 @@ int kfx_arg_val(const struct kfx_plan *p, const json_t *a) {
     return -1;
 }
 
+bool kfx_int(const struct kfx_plan *p, const json_t *a, long long *out) {
+    if (json_is_integer(a)) {
+        *out = json_integer_value(a);
+        return true;
+    }
+    int v = kfx_arg_val(p, a);
+    const json_t *num =
+        v >= 0 && p->val[v].kind == KFX_SIZE && p->val[v].ndim == 0 && p->val[v].node
+            ? json_object_get(p->val[v].node, "value")
+            : NULL;
+    if (!json_is_integer(num))
+        return false;
+    *out = json_integer_value(num);
+    return true;
+}
+
 const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name) {
     const json_t *args = json_object_get(node, "args");
     if (i < json_array_size(args))

@@ -16,8 +16,8 @@
 
 struct kf_buf;
 
-#define KFX_MAX_VALS 256
-#define KFX_MAX_STEPS 24
+#define KFX_MAX_VALS 1024
+#define KFX_MAX_STEPS 160
 #define KFX_MAX_LEAVES 12
 #define KFX_MAX_DIMS 8
 #define KFX_MAX_SUB 4
@@ -254,6 +254,10 @@ int kfx_plan_diag_product(struct kfx_plan *p, const json_t *node, int k, char *d
 /* expert_plan.c, for expert_plan_node.c: */
 /* The val of argument a (a {"node": NAME} object), or -1. */
 int kfx_arg_val(const struct kfx_plan *p, const json_t *a);
+/* An int argument: a literal, or a size (a KFX_SIZE val) whose number inspect kept from the
+ * traced run ("value"); false for anything else. For what a kernel bakes in: a plan holds for
+ * the traced shapes. */
+bool kfx_int(const struct kfx_plan *p, const json_t *a, long long *out);
 /* A node's argument: args[i], else kwargs[name] (name may be NULL), else NULL. */
 const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name);
 /* The one node of the graph that uses node's result (the output node counts), or NULL when

@@ -189,21 +189,21 @@ int kfx_gather_copy(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     return add_step(p, v, root, root_numel, &g, x->shape, x->ndim, detail, dlen);
 }
 
-/* A list of ints (or one int, repeated n times) into v; false for anything else. */
-static bool ints(const json_t *a, long long *v, int n, int *got) {
-    if (json_is_integer(a)) {
+/* A list of ints (or one int, repeated n times) into v, each a literal or a size inspect kept
+ * the number of (kfx_int); false for anything else. */
+static bool ints(const struct kfx_plan *p, const json_t *a, long long *v, int n, int *got) {
+    long long one;
+    if (kfx_int(p, a, &one)) {
         for (int i = 0; i < n; i++)
-            v[i] = json_integer_value(a);
+            v[i] = one;
         *got = n;
         return true;
     }
     if (!json_is_array(a) || json_array_size(a) > (size_t)2 * KFX_MAX_DIMS)
         return false;
-    for (size_t i = 0; i < json_array_size(a); i++) {
-        if (!json_is_integer(json_array_get(a, i)))
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (!kfx_int(p, json_array_get(a, i), &v[i]))
             return false;
-        v[i] = json_integer_value(json_array_get(a, i));
-    }
     *got = (int)json_array_size(a);
     return true;
 }
@@ -249,7 +249,7 @@ static int pad(struct kfx_plan *p, const json_t *node, int k, const char *s, boo
     int in = input_of(p, node), np = 0;
     long long pads[2 * KFX_MAX_DIMS];
     struct gspec g;
-    if (in < 0 || !ints(pj, pads, 2, &np) || np % 2 || np / 2 > p->val[in].ndim ||
+    if (in < 0 || !ints(p, pj, pads, 2, &np) || np % 2 || np / 2 > p->val[in].ndim ||
         (vj && !json_is_null(vj) && !json_is_number(vj)) ||
         (vj && json_is_number(vj) && !isfinite(json_number_value(vj)))) {
         snprintf(detail, dlen, "%s with padding or a value that is not numbers (not yet)", s);
@@ -409,7 +409,7 @@ static int shuffle(struct kfx_plan *p, const json_t *node, int k, const char *s,
 static int flip(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     int in = input_of(p, node), nd = 0;
     long long dims[2 * KFX_MAX_DIMS];
-    if (in < 0 || p->val[in].flipped || !ints(kfx_node_arg(node, 1, "dims"), dims, 1, &nd)) {
+    if (in < 0 || p->val[in].flipped || !ints(p, kfx_node_arg(node, 1, "dims"), dims, 1, &nd)) {
         snprintf(detail, dlen, "flip of other than a float tensor over listed dims");
         return -1;
     }
@@ -481,12 +481,11 @@ static int repeat(struct kfx_plan *p, const json_t *node, int k, const char *s, 
         first = json_object_get(json_object_get(node, "kwargs"), tile ? "dims" : "repeats");
     bool ok = in >= 0 && first != NULL;
     if (ok && (json_is_array(first) || json_array_size(args) <= 2))
-        ok = ints(first, r, 1, &nr);
+        ok = ints(p, first, r, 1, &nr);
     else
         for (size_t i = 1; ok && i < json_array_size(args); i++) {
-            ok = json_is_integer(json_array_get(args, i)) && nr < 2 * KFX_MAX_DIMS;
-            if (ok)
-                r[nr++] = json_integer_value(json_array_get(args, i));
+            ok = nr < 2 * KFX_MAX_DIMS && kfx_int(p, json_array_get(args, i), &r[nr]);
+            nr += ok;
         }
     const int nd = in >= 0 ? p->val[in].ndim : 0;
     if (ok && tile && nr < nd) { /* tile: ones in front for the dims not given */

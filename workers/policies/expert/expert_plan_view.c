@@ -498,6 +498,13 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     return 1;
 }
 
+/* The val of a (Python int) size that a is, or -1: a split by x.size(2) // 3 reads it as such
+ * in model_new.py. */
+static int size_of(const struct kfx_plan *p, const json_t *a) {
+    int v = kfx_arg_val(p, a);
+    return v >= 0 && p->val[v].kind == KFX_SIZE && p->val[v].ndim == 0 && p->val[v].is_int ? v : -1;
+}
+
 /* A chunk's or a split's operands: the input's val (returned), the count or sizes (*n) and the
  * dim (*dim, NULL when not given). */
 static int cut_operands(const struct kfx_plan *p, const json_t *node, const char *s,
@@ -518,7 +525,7 @@ static int pieces(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     const json_t *n, *dim;
     int v = cut_operands(p, node, s, &n, &dim);
     if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int ||
-        !(json_is_integer(n) || (json_is_array(n) && !strcmp(s, "split"))) ||
+        !(json_is_integer(n) || size_of(p, n) >= 0 || (json_is_array(n) && !strcmp(s, "split"))) ||
         (dim && !json_is_integer(dim)) || (json_is_integer(n) && json_integer_value(n) < 1)) {
         snprintf(detail, dlen, "%s of other than a float tensor by ints along one dim (not yet)",
                  s);
@@ -555,12 +562,17 @@ int kfx_plan_piece(struct kfx_plan *p, const json_t *node, int k, int t, long lo
             start += json_integer_value(json_array_get(n, (size_t)j));
         snprintf(py, sizeof(py), "%s.narrow(%lld, %lld, %lld)", x, d, start,
                  (long long)json_integer_value(json_array_get(n, (size_t)i)));
-    } else if (!strcmp(s, "chunk")) { /* c pieces of ceil(D / c) */
-        snprintf(py, sizeof(py), "_piece(%s, %lld, -(-%s.shape[%lld] // %lld), %lld)", x, d, x, d,
-                 (long long)json_integer_value(n), i);
     } else {
-        snprintf(py, sizeof(py), "_piece(%s, %lld, %lld, %lld)", x, d,
-                 (long long)json_integer_value(n), i);
+        char num[128]; /* the count or size: a literal, or a size's Python expression */
+        if (size_of(p, n) >= 0)
+            snprintf(num, sizeof(num), "(%s)", p->val[size_of(p, n)].py);
+        else
+            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(n));
+        if (!strcmp(s, "chunk")) /* c pieces of ceil(D / c) */
+            snprintf(py, sizeof(py), "_piece(%s, %lld, -(-%s.shape[%lld] // %s), %lld)", x, d, x, d,
+                     num, i);
+        else
+            snprintf(py, sizeof(py), "_piece(%s, %lld, %s, %lld)", x, d, num, i);
     }
     strided_view(p, node, k, v, py, true);
     return 1;
