@@ -71,3 +71,18 @@ def test_forward_that_assigns_to_its_module(harness):
     assert nodes["lstm"]["args"][1] == [{"node": "to"}, {"node": "to_1"}]
     assert nodes["to"]["output"] == {"shape": [2, 4, 12], "dtype": "float32"}
     assert g["outputs"]["shape"] == [4, 3]
+
+
+def test_numbers_computed_from_sizes_keep_their_value(harness):
+    """A pad by x2.size(2) - x1.size(2): the graph holds the subtraction, and inspect writes the
+    number it came to in this run, for a policy that bakes it into a kernel."""
+    task = ROOT / "bench" / "tasks_extra" / "unet_up.py"  # cpu sizes: 9 upsampled to 18, skip 19
+    code, g, err = harness("inspect", "--task", str(task), "--backend", "cpu")
+    assert code == 0, err
+    nodes = g["graph"]["nodes"]
+    sizes = [n["value"] for n in nodes if n["target"] == "_operator.getitem" and "value" in n]
+    assert sizes[:2] == [19, 18], sizes
+    subs = [n["value"] for n in nodes if n["target"] == "_operator.sub"]
+    assert subs == [1, 1, 1, 1], subs  # dy, dx, then dx - dx // 2 and dy - dy // 2
+    assert [n["value"] for n in nodes if n["target"] == "_operator.floordiv"] == [0, 0, 0, 0]
+    assert all("value" not in n for n in nodes if n.get("output", {}).get("shape"))  # tensors: none
