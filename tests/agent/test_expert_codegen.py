@@ -1296,7 +1296,40 @@ SDPA_B = SDPA_A.replace(
 )
 assert SDPA_B != SDPA_A
 
+# nn.MultiheadAttention as self-attention: sequence-first with the weights unpacked and unread,
+# batch_first without biases and need_weights=False
+MHA = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(32, 4)
+        self.attn_bf = nn.MultiheadAttention(32, 8, bias=False, batch_first=True)
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        s = x.view(B, C, H * W).permute(2, 0, 1)
+        a, _ = self.attn(s, s, s)
+        y = self.norm(a + s)
+        t = y.transpose(0, 1)
+        b = self.attn_bf(t, t, t, need_weights=False)[0]
+        return torch.cat([y.flatten(), b.flatten()])
+
+
+def get_inputs():
+    return [torch.randn(2, 32, 4, 5)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
+    "multihead_attention": MHA,
     "sdpa_a": SDPA_A,
     "sdpa_b": SDPA_B,
     "gather_views": GATHER_VIEWS,
@@ -1405,6 +1438,20 @@ def test_extra_tasks_are_planned_and_correct(tmp_path: Path, name: str) -> None:
     assert g["ok"], g["detail"]
     v = judged(task, cand)
     assert v["status"] == "ok" and v["correct"] and v["flags"] == [], v
+
+
+def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:
+    """The attention weights (item 1) are planned only when nothing reads them; cross-attention
+    (key other than query) is refused too, both naming MultiheadAttention."""
+    task = tmp_path / "t.py"
+    task.write_text(
+        MHA.replace("a, _ = self.attn(s, s, s)", "a, w = self.attn(s, s, s)\n        a = a + w.sum()")
+    )
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "MultiheadAttention" in g["detail"], g
+    task.write_text(MHA.replace("a, _ = self.attn(s, s, s)", "a, _ = self.attn(s, s * 2.0, s)"))
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "MultiheadAttention" in g["detail"], g
 
 
 def test_an_integer_result_is_named(tmp_path: Path) -> None:

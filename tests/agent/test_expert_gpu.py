@@ -242,6 +242,13 @@ EDGES = {
         "pass",
         "[torch.randn(16, 16, 1024, 64), torch.randn(16, 16, 1024, 64), torch.randn(16, 16, 1024, 64)]",
     ),
+    # nn.MultiheadAttention as self-attention (ViT-B's sizes), with the layer norm after it
+    "multihead_attention": (
+        "x",
+        "a, _ = self.attn(x, x, x)\n        return self.norm(a + x)",
+        "self.attn = nn.MultiheadAttention(768, 12)\n        self.norm = nn.LayerNorm(768)",
+        "[torch.randn(197, 32, 768)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

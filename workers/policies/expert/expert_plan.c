@@ -168,6 +168,10 @@ static int users_of(const struct kfx_plan *p, const json_t *node, const json_t *
     return count;
 }
 
+bool kfx_unused(const struct kfx_plan *p, const json_t *node) {
+    return users_of(p, node, NULL, 0) == 0;
+}
+
 const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node) {
     const json_t *user = NULL;
     return users_of(p, node, &user, 1) == 1 ? user : NULL;

@@ -263,6 +263,8 @@ const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name);
 /* The one node of the graph that uses node's result (the output node counts), or NULL when
  * none or several do. */
 const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node);
+/* Whether no node of the graph (the output node included) uses node's result. */
+bool kfx_unused(const struct kfx_plan *p, const json_t *node);
 /* Makes val v usable as a kernel operand: a lazy one is computed by a new EW step. 0 or -1. */
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen);
 /* A new step of kind kind with its function name set; NULL (detail set) when there are too
@@ -348,6 +350,12 @@ json_t *kfx_plan_synth(struct kfx_plan *p, const char *name, const char *target,
                        json_t *output);
 /* A new val planned from synthetic node t (kfx_plan_anchor): its index, or -1. */
 int kfx_plan_synth_val(struct kfx_plan *p, json_t *t, char *detail, size_t dlen);
+/* {"node": the name of val v's node} (new), a synthetic node's argument; NULL when v has none. */
+json_t *kfx_synth_ref(const struct kfx_plan *p, int v);
+/* A val planned from the synthetic node name@tag of target over args and output meta out (both
+ * owned, either NULL: -1): its index, or -1. */
+int kfx_synth_tagged(struct kfx_plan *p, const char *name, const char *tag, const char *target,
+                     json_t *args, json_t *out, char *detail, size_t dlen);
 
 /* expert_plan_rewrite.c: torch.addmm and baddbmm (beta * input + alpha * a @ b: the matmul a
  * synthetic node, the rest lazy), torch.outer and ger (a[:, None] * b) and torch.roll (a cat of
@@ -364,6 +372,12 @@ int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, c
 int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
                  long long diag, char *detail, size_t dlen);
 char *kfx_mask_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_plan_mha.c: item `item` of the tuple val t that an nn.MultiheadAttention node returns,
+ * read by getitem node (val k): the output as self-attention (in-projection, heads, scaled dot
+ * product attention, out-projection). 1, or -1 with detail (the weights, masks, other forms). */
+int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long item, char *detail,
+                 size_t dlen);
 
 /* expert_plan_attention.c: F.scaled_dot_product_attention planned as what it computes: the
  * scores (a matmul with the keys transposed), scaled, masked (is_causal: a tril mask; a bool or

@@ -19,13 +19,6 @@
 #include "expert.h"
 #include "expert_plan.h"
 
-/* {"node": name of val v's node}, or NULL. */
-static json_t *ref(const struct kfx_plan *p, int v) {
-    const json_t *node = v >= 0 ? p->val[v].node : NULL;
-    const char *name = node ? json_string_value(json_object_get(node, "name")) : NULL;
-    return name ? json_pack("{s:s}", "node", name) : NULL;
-}
-
 /* The output meta of a float32 tensor of x's shape with its last dim last (or, swap, its last
  * two swapped), and its last dim replaced by last when last > 0. */
 static json_t *meta(const struct kfx_val *x, bool swap, long long last) {
@@ -36,19 +29,6 @@ static json_t *meta(const struct kfx_val *x, bool swap, long long last) {
         json_array_append_new(shape, json_integer(n));
     }
     return json_pack("{s:o, s:s}", "shape", shape, "dtype", "float32");
-}
-
-/* A val planned from a synthetic node (named name@tag) of target over args: its index, or -1. */
-static int synth(struct kfx_plan *p, const char *name, const char *tag, const char *target,
-                 json_t *args, json_t *out, char *detail, size_t dlen) {
-    char n[192];
-    snprintf(n, sizeof(n), "%s@%s", name, tag);
-    if (args == NULL || out == NULL) {
-        json_decref(args);
-        json_decref(out);
-        return -1;
-    }
-    return kfx_plan_synth_val(p, kfx_plan_synth(p, n, target, args, out), detail, dlen);
 }
 
 static bool float_tensor(const struct kfx_plan *p, int v) {
@@ -94,18 +74,19 @@ int kfx_plan_sdpa(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     const long long E = p->val[q].shape[nd - 1], L = p->val[q].shape[nd - 2];
     const long long S = p->val[kk].shape[nd - 2];
     const double scale = sj && json_is_number(sj) ? json_number_value(sj) : 1.0 / sqrt((double)E);
-    json_t *rk = ref(p, kk), *rq = ref(p, q);
-    int kt = rk ? synth(p, name, "keys_t", "torch.transpose", json_pack("[o, i, i]", rk, -2, -1),
-                        meta(&p->val[kk], true, 0), detail, dlen)
+    json_t *rk = kfx_synth_ref(p, kk), *rq = kfx_synth_ref(p, q);
+    int kt = rk ? kfx_synth_tagged(p, name, "keys_t", "torch.transpose",
+                                   json_pack("[o, i, i]", rk, -2, -1), meta(&p->val[kk], true, 0),
+                                   detail, dlen)
                 : -1;
-    json_t *rkt = kt >= 0 ? ref(p, kt) : NULL;
+    json_t *rkt = kt >= 0 ? kfx_synth_ref(p, kt) : NULL;
     if (rq == NULL || rkt == NULL) {
         json_decref(rq);
         json_decref(rkt);
         return -1;
     }
-    int sc = synth(p, name, "scores", "torch.matmul", json_pack("[o, o]", rq, rkt),
-                   meta(&p->val[q], false, S), detail, dlen);
+    int sc = kfx_synth_tagged(p, name, "scores", "torch.matmul", json_pack("[o, o]", rq, rkt),
+                              meta(&p->val[q], false, S), detail, dlen);
     if (sc < 0)
         return -1;
     char lit[40], e[256];
@@ -129,11 +110,11 @@ int kfx_plan_sdpa(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     snprintf(mn, sizeof(mn), "%s@masked", name);
     p->val[masked].node =
         kfx_plan_synth(p, mn, "kforge.masked_scores", json_array(), meta(&p->val[q], false, S));
-    json_t *rm = ref(p, masked);
-    int w = rm ? synth(p, name, "weights", "torch.softmax", json_pack("[o, i]", rm, -1),
-                       meta(&p->val[q], false, S), detail, dlen)
+    json_t *rm = kfx_synth_ref(p, masked);
+    int w = rm ? kfx_synth_tagged(p, name, "weights", "torch.softmax", json_pack("[o, i]", rm, -1),
+                                  meta(&p->val[q], false, S), detail, dlen)
                : -1;
-    json_t *rw = w >= 0 ? ref(p, w) : NULL, *rv = ref(p, v);
+    json_t *rw = w >= 0 ? kfx_synth_ref(p, w) : NULL, *rv = kfx_synth_ref(p, v);
     if (rw == NULL || rv == NULL) {
         json_decref(rw);
         json_decref(rv);

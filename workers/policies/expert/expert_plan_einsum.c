@@ -122,6 +122,24 @@ static int operand(struct kfx_plan *p, int v, bool swap, const char *tag, char *
     return kfx_plan_synth_val(p, t, detail, dlen) >= 0 ? 0 : -1;
 }
 
+json_t *kfx_synth_ref(const struct kfx_plan *p, int v) {
+    const json_t *node = v >= 0 ? p->val[v].node : NULL;
+    const char *name = node ? json_string_value(json_object_get(node, "name")) : NULL;
+    return name ? json_pack("{s:s}", "node", name) : NULL;
+}
+
+int kfx_synth_tagged(struct kfx_plan *p, const char *name, const char *tag, const char *target,
+                     json_t *args, json_t *out, char *detail, size_t dlen) {
+    char n[192];
+    snprintf(n, sizeof(n), "%s@%s", name, tag);
+    if (args == NULL || out == NULL) {
+        json_decref(args);
+        json_decref(out);
+        return -1;
+    }
+    return kfx_plan_synth_val(p, kfx_plan_synth(p, n, target, args, out), detail, dlen);
+}
+
 int kfx_plan_synth_val(struct kfx_plan *p, json_t *t, char *detail, size_t dlen) {
     if (t == NULL || p->n_vals >= KFX_MAX_VALS)
         return -1;

@@ -302,6 +302,10 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
         !(json_is_integer(idx) ||
           (field && (!strcmp(field, "values") || !strcmp(field, "indices")))))
         return 0;
+    const char *tm = json_string_value(json_object_get(p->val[t].node, "module_type"));
+    if (tm && !strcmp(tm, "MultiheadAttention")) /* (output, weights): planned when read */
+        return kfx_plan_mha(p, node, k, t, json_is_integer(idx) ? json_integer_value(idx) : -1,
+                            detail, dlen);
     if (json_is_integer(idx)) { /* a piece of a chunk or a split */
         int rc = kfx_plan_piece(p, node, k, t, json_integer_value(idx), detail, dlen);
         if (rc != 0)
@@ -904,6 +908,10 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
                            true, detail, dlen);
         if (!strcmp(mtype, "Linear"))
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+        if (!strcmp(mtype, "MultiheadAttention")) { /* a tuple: its items planned when read */
+            kfx_set_val(p, k, node, KFX_TUPLE, "");
+            return 1;
+        }
         if (!strcmp(mtype, "PReLU"))
             return prelu(p, node, k, true, detail, dlen);
         if (!strcmp(mtype, "Conv2d"))

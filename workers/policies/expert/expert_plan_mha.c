@@ -1,0 +1,195 @@
+/* expert_plan_mha.c: nn.MultiheadAttention used as self-attention (query, key and value the same
+ * tensor), planned when its output (item 0 of the tuple it returns) is read, from synthetic
+ * nodes (kfx_plan_synth), as PyTorch's multi_head_attention_forward computes it:
+ *   proj = F.linear(x, in_proj_weight, in_proj_bias)            [L, N, 3E] ([N, L, 3E] batch_first)
+ *   q, k, v = proj.view(L, N, 3, H, D).permute(2, 1, 3, 0, 4)[i]   [N, H, L, D] each, a view
+ *   y = F.scaled_dot_product_attention(q, k, v)                  (expert_plan_attention.c)
+ *   y.permute(2, 0, 1, 3).reshape(L, N, E)                       (batch_first: transpose(1, 2))
+ *   F.linear(y, out_proj.weight, out_proj.bias)
+ * The attention weights (item 1) where something reads them, masks, dropout in training,
+ * separate key or value sizes, bias_k/bias_v and add_zero_attn are refused. */
+#include <stdio.h>
+#include <string.h>
+
+#include "expert.h"
+#include "expert_plan.h"
+
+/* {"shape": [..n], "dtype": "float32"} with "stride" when stride is given. */
+static json_t *meta(const long long *shape, const long long *stride, int n) {
+    json_t *sh = json_array(), *st = stride ? json_array() : NULL;
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(sh, json_integer(shape[i]));
+        if (st)
+            json_array_append_new(st, json_integer(stride[i]));
+    }
+    json_t *m = json_pack("{s:o, s:s}", "shape", sh, "dtype", "float32");
+    if (st)
+        json_object_set_new(m, "stride", st);
+    return m;
+}
+
+/* The val of the module's parameter path.leaf, from a synthetic get_attr node; -1 when the
+ * module has no such parameter. */
+static int param(struct kfx_plan *p, const char *name, const char *path, const char *leaf,
+                 char *detail, size_t dlen) {
+    char target[192], n[192];
+    snprintf(target, sizeof(target), "%s.%s", path, leaf);
+    snprintf(n, sizeof(n), "%s@%s", name, leaf);
+    size_t i;
+    const json_t *t, *found = NULL;
+    json_array_foreach(json_object_get(p->graph, "parameters"), i, t) {
+        const char *pn = json_string_value(json_object_get(t, "name"));
+        if (pn && !strcmp(pn, target))
+            found = t;
+    }
+    if (found == NULL || p->n_vals >= KFX_MAX_VALS)
+        return -1;
+    json_t *node = kfx_plan_synth(
+        p, n, target, json_array(),
+        json_pack("{s:O, s:s}", "shape", json_object_get(found, "shape"), "dtype", "float32"));
+    if (node == NULL)
+        return -1;
+    json_object_set_new(node, "op", json_string("get_attr"));
+    int k = p->n_vals++;
+    memset(&p->val[k], 0, sizeof(p->val[k]));
+    p->val[k].node = node;
+    return kfx_plan_attribute(p, node, k, detail, dlen) == 0 ? k : -1;
+}
+
+/* Contiguous strides of shape[0..n). */
+static void strides(const long long *shape, int n, long long *out) {
+    long long s = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        out[d] = s;
+        s *= shape[d];
+    }
+}
+
+int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long item, char *detail,
+                 size_t dlen) {
+    const json_t *mha = p->val[t].node, *attrs = json_object_get(mha, "attrs");
+    const char *path = json_string_value(json_object_get(mha, "target"));
+    const char *name = json_string_value(json_object_get(node, "name"));
+    const json_t *kw = json_object_get(mha, "kwargs");
+    if (item == 1 && kfx_unused(p, node)) { /* `out, _ = attn(x, x, x)`: the weights unread */
+        kfx_set_val(p, k, node, KFX_TUPLE, "");
+        return 1;
+    }
+    int x = kfx_arg_val(p, kfx_node_arg(mha, 0, "query"));
+    int xk = kfx_arg_val(p, kfx_node_arg(mha, 1, "key"));
+    int xv = kfx_arg_val(p, kfx_node_arg(mha, 2, "value"));
+    const long long E = json_integer_value(json_object_get(attrs, "embed_dim"));
+    const long long H = json_integer_value(json_object_get(attrs, "num_heads"));
+    const bool bf = json_is_true(json_object_get(attrs, "batch_first"));
+    const json_t *drop = json_object_get(attrs, "dropout");
+    const bool training = json_is_true(json_object_get(attrs, "training"));
+    bool ok = item == 0 && path && name && x >= 0 && x == xk && x == xv && p->val[x].ndim == 3 &&
+              !p->val[x].is_int && E > 0 && H > 0 && E % H == 0 && p->val[x].shape[2] == E &&
+              json_array_size(json_object_get(mha, "args")) <= 3 &&
+              !json_is_true(json_object_get(attrs, "add_zero_attn")) &&
+              !(training && json_is_number(drop) && json_number_value(drop) > 0) &&
+              json_object_get(json_object_get(mha, "parameters"), "bias_k") == NULL;
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)kw, key, val) { /* masks and the weights' form: refused */
+        if (!json_is_null(val) && strcmp(key, "need_weights") != 0 &&
+            strcmp(key, "average_attn_weights") != 0 &&
+            !(!strcmp(key, "is_causal") && json_is_false(val)))
+            ok = false;
+    }
+    if (!ok) {
+        snprintf(detail, dlen,
+                 "MultiheadAttention other than as self-attention (query, key and value one "
+                 "tensor) without masks, dropout or bias_kv, read for its output (not yet)");
+        return -1;
+    }
+    const long long D = E / H, L = p->val[x].shape[bf ? 1 : 0], N = p->val[x].shape[bf ? 0 : 1];
+    int w = param(p, name, path, "in_proj_weight", detail, dlen);
+    int b = param(p, name, path, "in_proj_bias", detail, dlen);
+    char op[160];
+    snprintf(op, sizeof(op), "%s.out_proj", path);
+    int wo = param(p, name, op, "weight", detail, dlen);
+    int bo = param(p, name, op, "bias", detail, dlen);
+    if (w < 0 || wo < 0) {
+        snprintf(detail, dlen,
+                 "MultiheadAttention without in_proj_weight (kdim or vdim other "
+                 "than embed_dim: not yet)");
+        return -1;
+    }
+    /* the projection, [L, N, 3E] (or [N, L, 3E]) */
+    const long long pshape[3] = {p->val[x].shape[0], p->val[x].shape[1], 3 * E};
+    json_t *largs = b >= 0 ? json_pack("[o, o, o]", kfx_synth_ref(p, x), kfx_synth_ref(p, w),
+                                       kfx_synth_ref(p, b))
+                           : json_pack("[o, o, n]", kfx_synth_ref(p, x), kfx_synth_ref(p, w));
+    int proj = kfx_synth_tagged(p, name, "in_proj", "torch.nn.functional.linear", largs,
+                                meta(pshape, NULL, 3), detail, dlen);
+    if (proj < 0)
+        return -1;
+    /* viewed as [L, N, 3, H, D] (or [N, L, 3, H, D]), permuted to [3, N, H, L, D] */
+    const long long vshape[5] = {pshape[0], pshape[1], 3, H, D};
+    json_t *vargs =
+        json_pack("[o, I, I, i, I, I]", kfx_synth_ref(p, proj), vshape[0], vshape[1], 3, H, D);
+    int pv = kfx_synth_tagged(p, name, "heads", "view", vargs, meta(vshape, NULL, 5), detail, dlen);
+    if (pv < 0)
+        return -1;
+    long long vs[5], qshape[5], qst[5];
+    strides(vshape, 5, vs);
+    const int perm[5] = {2, bf ? 0 : 1, 3, bf ? 1 : 0, 4};
+    for (int d = 0; d < 5; d++) {
+        qshape[d] = vshape[perm[d]];
+        qst[d] = vs[perm[d]];
+    }
+    int qkv = kfx_synth_tagged(p, name, "qkv", "permute",
+                               json_pack("[o, i, i, i, i, i]", kfx_synth_ref(p, pv), perm[0],
+                                         perm[1], perm[2], perm[3], perm[4]),
+                               meta(qshape, qst, 5), detail, dlen);
+    if (qkv < 0)
+        return -1;
+    int part[3];
+    for (int i = 0; i < 3; i++) {
+        static const char *const tags[] = {"q", "k", "v"};
+        part[i] = kfx_synth_tagged(p, name, tags[i], "_operator.getitem",
+                                   json_pack("[o, i]", kfx_synth_ref(p, qkv), i),
+                                   meta(qshape + 1, qst + 1, 4), detail, dlen);
+        if (part[i] < 0)
+            return -1;
+    }
+    const long long yshape[4] = {N, H, L, D};
+    int y =
+        kfx_synth_tagged(p, name, "attention", "torch.nn.functional.scaled_dot_product_attention",
+                         json_pack("[o, o, o]", kfx_synth_ref(p, part[0]),
+                                   kfx_synth_ref(p, part[1]), kfx_synth_ref(p, part[2])),
+                         meta(yshape, NULL, 4), detail, dlen);
+    if (y < 0)
+        return -1;
+    /* back to [L, N, H, D] (or [N, L, H, D]) and [L, N, E] */
+    long long ys[4], bshape[4], bst[4];
+    strides(yshape, 4, ys);
+    const int back[4] = {bf ? 0 : 2, bf ? 2 : 0, 1, 3};
+    for (int d = 0; d < 4; d++) {
+        bshape[d] = yshape[back[d]];
+        bst[d] = ys[back[d]];
+    }
+    int yb = kfx_synth_tagged(
+        p, name, "merged", "permute",
+        json_pack("[o, i, i, i, i]", kfx_synth_ref(p, y), back[0], back[1], back[2], back[3]),
+        meta(bshape, bst, 4), detail, dlen);
+    const long long oshape[3] = {bshape[0], bshape[1], E};
+    int yr = yb < 0 ? -1
+                    : kfx_synth_tagged(
+                          p, name, "rows", "reshape",
+                          json_pack("[o, I, I, I]", kfx_synth_ref(p, yb), oshape[0], oshape[1], E),
+                          meta(oshape, NULL, 3), detail, dlen);
+    if (yr < 0)
+        return -1;
+    json_t *oargs = bo >= 0 ? json_pack("[o, o, o]", kfx_synth_ref(p, yr), kfx_synth_ref(p, wo),
+                                        kfx_synth_ref(p, bo))
+                            : json_pack("[o, o, n]", kfx_synth_ref(p, yr), kfx_synth_ref(p, wo));
+    json_t *out = oargs ? kfx_plan_synth(p, name, "torch.nn.functional.linear", oargs,
+                                         json_deep_copy(json_object_get(node, "output")))
+                        : NULL;
+    if (out == NULL)
+        return -1;
+    p->val[k].node = out;
+    return kfx_plan_anchor(p, out, k, detail, dlen);
+}
