@@ -1328,7 +1328,37 @@ def get_init_inputs():
     return []
 """
 
+# nn.Embedding (token and position, a padding_idx) and F.embedding: int64 inputs read as indices
+EMBED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(100, 32, padding_idx=0)
+        self.pos = nn.Embedding(16, 32)
+        self.ln = nn.LayerNorm(32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, ids, pos, table):
+        x = self.tok(ids) + self.pos(pos)
+        y = F.embedding(pos, table)
+        return torch.cat([self.head(self.ln(x)).flatten(), y.flatten()])
+
+
+def get_inputs():
+    return [torch.randint(0, 100, (4, 16)), torch.arange(16).repeat(4, 1), torch.randn(100, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
+    "embedding": EMBED,
     "multihead_attention": MHA,
     "sdpa_a": SDPA_A,
     "sdpa_b": SDPA_B,
@@ -1438,6 +1468,17 @@ def test_extra_tasks_are_planned_and_correct(tmp_path: Path, name: str) -> None:
     assert g["ok"], g["detail"]
     v = judged(task, cand)
     assert v["status"] == "ok" and v["correct"] and v["flags"] == [], v
+
+
+def test_embedding_forms_not_planned_are_named(tmp_path: Path) -> None:
+    """max_norm (which renormalises the weight's rows in place) and indices that are not an
+    input of the task are refused, naming embedding."""
+    task = tmp_path / "t.py"
+    for old, new in [("F.embedding(pos, table)", "F.embedding(pos, table, max_norm=1.0)"),
+                     ("F.embedding(pos, table)", "F.embedding(pos[:, :4], table)")]:  # fmt: skip
+        task.write_text(EMBED.replace(old, new))
+        g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+        assert not g["ok"] and "embedding" in g["detail"], g
 
 
 def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:

@@ -249,6 +249,13 @@ EDGES = {
         "self.attn = nn.MultiheadAttention(768, 12)\n        self.norm = nn.LayerNorm(768)",
         "[torch.randn(197, 32, 768)]",
     ),
+    # token and position embeddings at GPT-2's sizes: int64 inputs read as indices
+    "embedding": (
+        "ids, pos",
+        "return self.tok(ids) + self.pos(pos)",
+        "self.tok = nn.Embedding(50257, 768)\n        self.pos = nn.Embedding(512, 768)",
+        "[torch.randint(0, 50257, (32, 512)), torch.arange(512).repeat(32, 1)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

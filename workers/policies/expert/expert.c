@@ -128,11 +128,10 @@ static bool next_try(struct kfw_expert *x) {
 }
 
 static const char *kind_name(enum kfx_skind k) {
-    static const char *const names[] = {"fused elementwise", "reduction",     "softmax",
-                                        "norm statistics",   "matmul",        "convolution",
-                                        "pooling",           "scan",          "sibling reductions",
-                                        "conversion",        "cross entropy", "concatenation",
-                                        "triangle mask",     "gather"};
+    static const char *const names[] = {
+        "fused elementwise", "reduction",     "softmax",       "norm statistics",    "matmul",
+        "convolution",       "pooling",       "scan",          "sibling reductions", "conversion",
+        "cross entropy",     "concatenation", "triangle mask", "embedding",          "gather"};
     _Static_assert(sizeof(names) / sizeof(names[0]) == KFX_NKINDS, "a name per step kind");
     return names[k];
 }

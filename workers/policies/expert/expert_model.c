@@ -348,6 +348,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_cat_src(st, p->backend, v);
     case KFX_MASK:
         return kfx_mask_src(st, p->backend, v);
+    case KFX_EMBED:
+        return kfx_embed_src(st, p->backend, v);
     case KFX_GATHER:
         return kfx_gather_src(st, p->backend, v);
     case KFX_NKINDS:

@@ -802,7 +802,7 @@ static bool read_as_indices(const struct kfx_plan *p, const json_t *node) {
     const json_t *users[KFX_MAX_VALS];
     int n = users_of(p, node, users, KFX_MAX_VALS);
     for (int i = 0; i < n && i < KFX_MAX_VALS; i++)
-        if (!kfx_is_xent(users[i]))
+        if (!kfx_is_xent(users[i]) && !kfx_is_embedding(users[i]))
             return false;
     return n > 0 && n <= KFX_MAX_VALS;
 }

@@ -71,6 +71,7 @@ enum kfx_skind {
     KFX_XENT,   /* cross entropy of logits and int64 class indices (expert_xent.c) */
     KFX_CAT,    /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
     KFX_MASK,   /* the rows x cols mask of a tril or triu, made once per shape (expert_tri.c) */
+    KFX_EMBED,  /* the rows of an embedding's weight that int64 indices name (expert_embed.c) */
     KFX_GATHER, /* each output element read from the input through a rule per dim: padding,
                    interpolation, pixel shuffle, flip, adaptive pools (expert_gather.c) */
     KFX_NKINDS  /* the count of kinds (the tables of their names are checked against it) */
@@ -400,6 +401,14 @@ bool kfx_gather_wants(const struct kfx_plan *p, int v);
 int kfx_gather_copy(struct kfx_plan *p, int v, char *detail, size_t dlen);
 /* expert_gather.c: the kernels of a KFX_GATHER step. */
 char *kfx_gather_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_embed.c: KFX_EMBED. kfx_is_embedding: whether node is nn.Embedding or F.embedding (its
+ * int64 input of indices is then read as it is); kfx_plan_embedding plans it, weight the val
+ * of its weight: 1, or -1 with detail. */
+bool kfx_is_embedding(const json_t *node);
+int kfx_plan_embedding(struct kfx_plan *p, const json_t *node, int k, int weight, char *detail,
+                       size_t dlen);
+char *kfx_embed_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

@@ -908,6 +908,11 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
                            true, detail, dlen);
         if (!strcmp(mtype, "Linear"))
             return library(p, node, k, KFX_GEMM, 2, 0, detail, dlen);
+        if (!strcmp(mtype, "Embedding"))
+            return kfx_plan_embedding(
+                p, node, k,
+                param_val(p, NULL, json_string_value(json_object_get(node, "target")), "weight", 0),
+                detail, dlen);
         if (!strcmp(mtype, "MultiheadAttention")) { /* a tuple: its items planned when read */
             kfx_set_val(p, k, node, KFX_TUPLE, "");
             return 1;
@@ -931,6 +936,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     }
     if (!strcmp(s, "getitem") || !strcmp(s, "getattr"))
         return getitem(p, node, k, detail, dlen);
+    if (kfx_is_embedding(node))
+        return kfx_plan_embedding(p, node, k, kfx_arg_val(p, kfx_node_arg(node, 1, "weight")),
+                                  detail, dlen);
     if (!strcmp(s, "softmax") || !strcmp(s, "log_softmax") || !strcmp(s, "softmin"))
         return softmax(p, node, k, s, false, detail, dlen);
     if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod") || !strcmp(s, "logcumsumexp"))

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     if (rc == 0) {
         static const char *const kinds[] = {"ew",   "reduce", "softmax", "moments", "gemm",
                                             "conv", "pool",   "scan",    "multi",   "cast",
-                                            "xent", "cat",    "mask",    "gather"};
+                                            "xent", "cat",    "mask",    "embed",   "gather"};
         _Static_assert(sizeof(kinds) / sizeof(kinds[0]) == KFX_NKINDS, "a name per step kind");
         char *model = kfx_plan_model(p);
         json_object_set_new(out, "model", json_string(model ? model : ""));
