@@ -70,6 +70,12 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         " + torch.diagonal(y, 0, 1, 2).sum(1)[:1]",
         "4, 32, 40",
     ),
+    # cummax and cummin values along rows and columns, over a prologue, a NaN kept from where
+    # it appears (log of negatives)
+    "cummax_cummin": (
+        "return torch.cummax(x, 1).values + torch.cummin(torch.relu(x), dim=0)[0] + torch.cummax(torch.log(x), 1)[0]",
+        "64, 32",
+    ),
     # roll by one shift along one dim (a cat of two slices), negative, a last dim, a full turn
     "roll": (
         "return torch.roll(x, 3, 1) * 2.0 + torch.roll(torch.relu(x), shifts=-5, dims=0) + x.roll(1, -1) + torch.roll(y, (32,), (1,))",
@@ -1417,6 +1423,7 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     "body,named",
     [
         ("return F.interpolate(x.view(1, 1, 64, 32), scale_factor=2, mode='bicubic')", "bicubic"),
+        ("return torch.cummax(x, 1).indices.float() + y", "the indices of cummax"),
         (
             "q = x.view(2, 4, 8, 32)\n        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)",
             "dropout",

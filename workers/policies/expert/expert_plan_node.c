@@ -294,6 +294,9 @@ static int reduction(struct kfx_plan *p, const json_t *node, int k, const char *
 }
 
 /* getitem(t, 0 | 1) or getattr(t, "values" | "indices") of a max/min tuple */
+static int along(struct kfx_plan *p, const json_t *node, int k, int in, enum kfx_skind kind,
+                 const char *op, long long dim, bool reverse, char *detail, size_t dlen);
+
 static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     int t = kfx_arg_val(p, kfx_node_arg(node, 0, NULL));
     const json_t *idx = kfx_node_arg(node, 1, NULL);
@@ -325,6 +328,21 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
     }
     bool is_max = strcmp(s, "max") == 0;
     bool values = field ? !strcmp(field, "values") : json_integer_value(idx) == 0;
+    if (!strcmp(s, "cummax") || !strcmp(s, "cummin")) { /* (values, indices) */
+        if (!values) {
+            snprintf(detail, dlen, "the indices of %s (not yet)", s);
+            return -1;
+        }
+        const json_t *dim = kfx_node_arg(mx, 1, "dim");
+        int in = kfx_arg_val(p, kfx_node_arg(mx, 0, "input"));
+        const int nd = in >= 0 ? p->val[in].ndim : 0;
+        const long long d = json_is_integer(dim) ? json_integer_value(dim) : -99;
+        if (in < 0 || p->val[in].is_int || p->val[in].flipped || d < -nd || d >= nd || nd == 0) {
+            snprintf(detail, dlen, "%s of other than a float tensor along an int dim", s);
+            return -1;
+        }
+        return along(p, node, k, in, KFX_SCAN, s, d, false, detail, dlen);
+    }
     int in = kfx_arg_val(p, kfx_node_arg(mx, 0, "input"));
     if (in < 0)
         return -1;
@@ -943,6 +961,10 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return softmax(p, node, k, s, false, detail, dlen);
     if (!strcmp(s, "cumsum") || !strcmp(s, "cumprod") || !strcmp(s, "logcumsumexp"))
         return scan(p, node, k, s, detail, dlen);
+    if (!strcmp(s, "cummax") || !strcmp(s, "cummin")) { /* a tuple: its values planned when read */
+        kfx_set_val(p, k, node, KFX_TUPLE, "");
+        return 1;
+    }
     if (!strcmp(s, "flip")) { /* the ends of a reverse scan, else a gather */
         int frc = kfx_plan_flip(p, node, k, detail, dlen);
         return frc != 0 ? frc : kfx_plan_gather(p, node, k, s, detail, dlen);

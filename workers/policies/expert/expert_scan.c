@@ -1,6 +1,7 @@
 /* expert_scan.c: the expert's kernels of the inclusive scans along a dimension, torch.cumsum,
  * torch.cumprod and torch.logcumsumexp (KFX_SCAN; log(e^a + e^b) as max + log1p(e^-|a - b|),
- * -inf its identity). The input is read through the step's prologue (kf_elem over its
+ * -inf its identity), and the values of torch.cummax and cummin (a NaN kept from where it
+ * appears, as PyTorch's). The input is read through the step's prologue (kf_elem over its
  * leaves, expert_rows.c's KF_LOAD), so an elementwise chain before the scan costs no pass; the
  * output has the input's shape.
  *
@@ -135,6 +136,7 @@ static const char CPU_SCAN[] =
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v) {
     bool cuda = strcmp(backend, "cuda") == 0;
     bool prod = strcmp(st->op, "cumprod") == 0, lse = strcmp(st->op, "logcumsumexp") == 0;
+    bool cmax = strcmp(st->op, "cummax") == 0, cmin = strcmp(st->op, "cummin") == 0;
     if (v < 0 || v >= (cuda ? 3 : 1))
         return NULL;
     const int threads = (int[]){256, 512, 128}[v];
@@ -157,14 +159,17 @@ char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v) {
                   "// the place of the j-th element of a dim of red in scan order\n"
                   "%s int64_t kf_at(int64_t j, int64_t red) {\n"
                   "    return kRev ? red - 1 - j : j;\n}\n\n",
-                  prod  ? "1"
-                  : lse ? "-INFINITY"
-                        : "0",
+                  prod          ? "1"
+                  : lse || cmax ? "-INFINITY"
+                  : cmin        ? "INFINITY"
+                                : "0",
                   st->reverse ? "true" : "false", cuda ? "__device__ __forceinline__" : "inline",
-                  prod  ? "a * b"
-                  : lse ? "a == -INFINITY ? b : b == -INFINITY ? a : "
-                          "fmax(a, b) + log1p(exp(-fabs(a - b)))"
-                        : "a + b",
+                  prod   ? "a * b"
+                  : lse  ? "a == -INFINITY ? b : b == -INFINITY ? a : "
+                           "fmax(a, b) + log1p(exp(-fabs(a - b)))"
+                  : cmax ? "a != a || b != b ? a + b : fmax(a, b)"
+                  : cmin ? "a != a || b != b ? a + b : fmin(a, b)"
+                         : "a + b",
                   cuda ? "__device__ __forceinline__" : "inline");
     if (cuda) {
         kfx_rows_put(&b, CUDA_SCAN, st, threads);
