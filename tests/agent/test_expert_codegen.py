@@ -1363,7 +1363,34 @@ def get_init_inputs():
     return []
 """
 
+# torch.gather by int64 inputs: an RL policy's chosen actions (through unsqueeze), and along dim 0
+# with an index smaller than the input
+GATHER_INDEX = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, logits, actions, idx3):
+        logp = torch.log_softmax(logits, dim=1)
+        chosen = logp.gather(1, actions.unsqueeze(1)).squeeze(1)
+        g = torch.gather(logits * 2.0, 0, idx3)
+        return torch.cat([chosen, g.flatten()])
+
+
+def get_inputs():
+    return [torch.randn(16, 6), torch.randint(0, 6, (16,)), torch.randint(0, 16, (5, 3))]
+
+
+def get_init_inputs():
+    return []
+"""
+
 MODULE_TASKS = {
+    "gather_index": GATHER_INDEX,
     "embedding": EMBED,
     "multihead_attention": MHA,
     "sdpa_a": SDPA_A,
@@ -1424,6 +1451,7 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     [
         ("return F.interpolate(x.view(1, 1, 64, 32), scale_factor=2, mode='bicubic')", "bicubic"),
         ("return torch.cummax(x, 1).indices.float() + y", "the indices of cummax"),
+        ("return torch.gather(x, 1, x.argmax(1, keepdim=True)) + y", "gather other than by an int64 input"),
         (
             "q = x.view(2, 4, 8, 32)\n        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)",
             "dropout",

@@ -256,6 +256,13 @@ EDGES = {
         "self.tok = nn.Embedding(50257, 768)\n        self.pos = nn.Embedding(512, 768)",
         "[torch.randint(0, 50257, (32, 512)), torch.arange(512).repeat(32, 1)]",
     ),
+    # torch.gather of a policy's log-probabilities at the actions taken (an int64 input)
+    "gather_actions": (
+        "x, a",
+        "return torch.log_softmax(x, dim=1).gather(1, a.unsqueeze(1)).squeeze(1)",
+        "pass",
+        "[torch.randn(65536, 1000), torch.randint(0, 1000, (65536,))]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

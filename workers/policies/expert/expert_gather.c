@@ -18,7 +18,10 @@
 
 /* A float constant exactly (the scales are floats computed as PyTorch computes them). */
 static const char *flt(double v, char *out, size_t n) {
-    snprintf(out, n, "((float)%.17g)", v);
+    if (isnan(v))
+        snprintf(out, n, "NAN");
+    else
+        snprintf(out, n, "((float)%.17g)", v);
     return out;
 }
 
@@ -38,7 +41,7 @@ static void rules(struct kf_buf *b, const struct kfx_step *st) {
         kf_buf_printf(b, "    const int64_t o%d = r %% %lldLL;\n    r /= %lldLL;\n", d,
                       st->g_out[d], st->g_out[d]);
     kf_buf_printf(b, "    const int64_t o0 = r;\n");
-    if (has_rule(st, KFX_G_CONST))
+    if (has_rule(st, KFX_G_CONST) || has_rule(st, KFX_G_INDEX))
         kf_buf_printf(b, "    bool ok = true;\n");
     for (int d = 0; d < st->g_nd; d++) {
         const long long n = st->g_n[d], lo = st->g_lo[d], out = st->g_out[d];
@@ -96,6 +99,10 @@ static void rules(struct kf_buf *b, const struct kfx_step *st) {
                           "    const int64_t a%d = (int64_t)x%d, p%d = a%d < %lldLL ? 1 : 0;\n"
                           "    const float w%d_1 = x%d - (float)a%d, w%d_0 = 1.0f - w%d_1;\n",
                           d, d, d, d, n - 1, d, d, d, d, d);
+            break;
+        case KFX_G_INDEX:
+            kf_buf_printf(b, "    const int64_t i%d = ix[idx];\n    (void)o%d;\n", d, d);
+            kf_buf_printf(b, "    ok = ok && i%d >= 0 && i%d < %lldLL;\n", d, d, n);
             break;
         case KFX_G_MOD:
             kf_buf_printf(b, "    const int64_t i%d = o%d %% %lldLL;\n", d, d, n);
@@ -156,7 +163,8 @@ static void taps(struct kf_buf *b, const struct kfx_step *st, int d, int *tap) {
 static void value_fn(struct kf_buf *b, const struct kfx_step *st) {
     int tap[KFX_MAX_DIMS] = {0};
     char f[48];
-    kf_buf_printf(b, "KF_FN float kf_at(const float *__restrict__ in0, int64_t idx) {\n");
+    kf_buf_printf(b, "KF_FN float kf_at(const float *__restrict__ in0, %sint64_t idx) {\n",
+                  has_rule(st, KFX_G_INDEX) ? "const int64_t *__restrict__ ix, " : "");
     rules(b, st);
     if (has_rule(st, KFX_G_WINDOW)) {
         const bool max = strcmp(st->op, "max") == 0;
@@ -187,7 +195,7 @@ static void value_fn(struct kf_buf *b, const struct kfx_step *st) {
         kf_buf_printf(b, ";\n}\n\n");
         return;
     }
-    if (has_rule(st, KFX_G_CONST)) /* the fill outside, and no read there */
+    if (has_rule(st, KFX_G_CONST) || has_rule(st, KFX_G_INDEX)) /* the fill, no read there */
         kf_buf_printf(b, "    return !ok ? %s : in0[", flt(st->g_fill, f, sizeof(f)));
     else
         kf_buf_printf(b, "    return in0[");
@@ -205,6 +213,7 @@ static long long out_total(const struct kfx_step *st) {
 static char *cuda(const struct kfx_step *st, int v) {
     struct kf_buf b = {0};
     const int threads = v == 0 ? 256 : 512;
+    const bool ix = has_rule(st, KFX_G_INDEX); /* torch.gather: the indices' pointer too */
     kf_buf_printf(&b,
                   "// kforge expert: %s, gather (%s) over %d dims, variant %d: a thread per "
                   "output element, %d threads a block.\n#include <cuda_runtime.h>\n"
@@ -214,23 +223,27 @@ static char *cuda(const struct kfx_step *st, int v) {
     value_fn(&b, st);
     kf_buf_printf(&b,
                   "__global__ void __launch_bounds__(%d) gather(const float *__restrict__ in0, "
-                  "float *__restrict__ out, int64_t total) {\n"
+                  "%sfloat *__restrict__ out, int64_t total) {\n"
                   "    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < "
                   "total;\n         idx += (int64_t)gridDim.x * blockDim.x)\n"
-                  "        out[idx] = kf_at(in0, idx);\n}\n\n} // namespace\n\n"
-                  "extern \"C\" int %s(const float *in0, float *out, int64_t numel) {\n"
+                  "        out[idx] = kf_at(in0, %sidx);\n}\n\n} // namespace\n\n",
+                  threads, ix ? "const int64_t *__restrict__ ix, " : "", ix ? "ix, " : "");
+    kf_buf_printf(&b,
+                  "extern \"C\" int %s(const float *in0, %sfloat *out, int64_t numel) {\n"
                   "    if (numel != %lldLL)\n        return 1;\n"
                   "    const int64_t total = %lldLL;\n    if (total == 0)\n        return 0;\n"
                   "    int64_t blocks = (total + %d - 1) / %d;\n"
                   "    blocks = blocks < 1048576 ? blocks : 1048576;\n"
-                  "    gather<<<(unsigned)blocks, %d, 0, 0>>>(in0, out, total);\n"
+                  "    gather<<<(unsigned)blocks, %d, 0, 0>>>(in0, %sout, total);\n"
                   "    return (int)cudaGetLastError();\n}\n",
-                  threads, st->fn, st->g_numel, out_total(st), threads, threads, threads);
+                  st->fn, ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st), threads,
+                  threads, threads, ix ? "ix, " : "");
     return b.data;
 }
 
 static char *cpu(const struct kfx_step *st) {
     struct kf_buf b = {0};
+    const bool ix = has_rule(st, KFX_G_INDEX);
     kf_buf_printf(&b,
                   "// kforge expert: %s, gather (%s) over %d dims, variant 0: OpenMP over the "
                   "output's elements.\n#include <cstdint>\n#include <math.h>\n\n"
@@ -238,12 +251,13 @@ static char *cpu(const struct kfx_step *st) {
                   st->fn, st->op, st->g_nd);
     value_fn(&b, st);
     kf_buf_printf(&b,
-                  "extern \"C\" int %s(const float *in0, float *out, int64_t numel) {\n"
+                  "extern \"C\" int %s(const float *in0, %sfloat *out, int64_t numel) {\n"
                   "    if (numel != %lldLL)\n        return 1;\n"
                   "#pragma omp parallel for schedule(static)\n"
                   "    for (int64_t idx = 0; idx < %lldLL; ++idx)\n"
-                  "        out[idx] = kf_at(in0, idx);\n    return 0;\n}\n",
-                  st->fn, st->g_numel, out_total(st));
+                  "        out[idx] = kf_at(in0, %sidx);\n    return 0;\n}\n",
+                  st->fn, ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st),
+                  ix ? "ix, " : "");
     return b.data;
 }
 

@@ -796,15 +796,29 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
     return 0;
 }
 
-/* Whether every use of input node is as a cross entropy's class indices (read as int64 by its
- * kernel, not converted). */
-static bool read_as_indices(const struct kfx_plan *p, const json_t *node) {
-    const json_t *users[KFX_MAX_VALS];
-    int n = users_of(p, node, users, KFX_MAX_VALS);
-    for (int i = 0; i < n && i < KFX_MAX_VALS; i++)
-        if (!kfx_is_xent(users[i]) && !kfx_is_embedding(users[i]))
+/* Whether every use of input node (or of a view of it, depth views deep) is as indices read as
+ * int64 by a kernel, never converted: a cross entropy's classes, an embedding's rows,
+ * torch.gather's index. */
+static bool read_as_indices(const struct kfx_plan *p, const json_t *node, int depth) {
+    const json_t *users[16];
+    static const char *const views[] = {"view", "reshape", "unsqueeze", "squeeze", "flatten"};
+    const char *name = json_string_value(json_object_get(node, "name"));
+    int n = users_of(p, node, users, 16);
+    for (int i = 0; i < n && i < 16; i++) {
+        const char *s = kfw_short_name(json_string_value(json_object_get(users[i], "target")));
+        const char *idx =
+            json_string_value(json_object_get(kfx_node_arg(users[i], 2, "index"), "node"));
+        bool view = false;
+        for (size_t v = 0; s && v < sizeof(views) / sizeof(views[0]); v++)
+            view = view || !strcmp(s, views[v]);
+        if (kfx_is_xent(users[i]) || kfx_is_embedding(users[i]))
+            continue;
+        if (s && !strcmp(s, "gather") && idx && name && !strcmp(idx, name))
+            continue; /* torch.gather's index */
+        if (!view || depth >= 4 || !read_as_indices(p, users[i], depth + 1))
             return false;
-    return n > 0 && n <= KFX_MAX_VALS;
+    }
+    return n > 0 && n <= 16;
 }
 
 /* Whether node, of an integer or boolean dtype, became a float32 tensor (a sum of a mask: its
@@ -848,7 +862,7 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             /* a mask or integer input: read once into float32 (its PyTorch promotion) */
             const char *dt =
                 json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
-            if (p->val[k].is_int && !read_as_indices(p, node) &&
+            if (p->val[k].is_int && !read_as_indices(p, node, 0) &&
                 kfx_plan_cast(p, k, dt, detail, dlen) != 0)
                 return -1;
             continue;

@@ -171,6 +171,8 @@ enum kfx_grule {
     KFX_G_WINDOW,        /* [floor(o * n / out), ceil((o + 1) * n / out)): an adaptive pool's */
     KFX_G_MOD,           /* o modulo n: a repeat or tile */
     KFX_G_DIV,           /* o / lo: a repeat_interleave by lo */
+    KFX_G_INDEX,         /* ix[the output element's flat index]: torch.gather's index, an int64
+                            tensor of the output's shape (NaN where it falls outside [0, n)) */
 };
 
 struct kfx_plan {

@@ -14,7 +14,8 @@
  *   (those are reductions: expert_plan_node.c), a window a dim;
  * - the copy of a strided view whose dims do not fold into the 4 that the elementwise
  *   kernels read through (a 6-D permute: Swin's window partition), at the view's strides;
- * - x.repeat, torch.tile and repeat_interleave by ints (a count a dim).
+ * - x.repeat, torch.tile and repeat_interleave by ints (a count a dim);
+ * - torch.gather by an int64 input of indices (each output element's own index).
  * Elements are float32 only. The output's shape is the graph's. */
 #include <math.h>
 #include <stdbool.h>
@@ -32,6 +33,8 @@ struct gspec {
     double scale[KFX_MAX_DIMS];
     double fill;
     const char *op;
+    int ix; /* KFX_G_INDEX: the val of torch.gather's int64 index (its pointer follows the
+               input's), else -1 */
 };
 
 /* Every dim read as it is from x, contiguous. */
@@ -39,6 +42,7 @@ static void spec_of(struct gspec *g, const struct kfx_val *x, const char *op) {
     memset(g, 0, sizeof(*g));
     g->nd = x->ndim;
     g->op = op;
+    g->ix = -1;
     long long s = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {
         g->out[d] = g->n[d] = x->shape[d];
@@ -63,7 +67,7 @@ static int out_shape(const json_t *node, long long *shape) {
 static void compact(struct gspec *g) {
     for (int d = g->nd - 2; d >= 0; d--)
         if (g->rule[d] == KFX_G_SAME && g->rule[d + 1] == KFX_G_SAME &&
-            g->stride[d] == g->stride[d + 1] * g->n[d + 1]) {
+            g->out[d + 1] == g->n[d + 1] && g->stride[d] == g->stride[d + 1] * g->n[d + 1]) {
             g->out[d] *= g->out[d + 1];
             g->n[d] = g->out[d];
             g->stride[d] = g->stride[d + 1];
@@ -106,7 +110,10 @@ static int add_step(struct kfx_plan *p, int k, int root, long long root_numel, s
     }
     snprintf(p->val[k].py, sizeof(p->val[k].py), "t%d", k);
     kfx_line(p, "%s = _alloc((%s), %s)", p->val[k].py, dims, p->like);
-    kfx_line(p, "self.k.%s(%s, %s, %s.numel())", st->fn, p->val[root].py, p->val[k].py,
+    char ix[160] = "";
+    if (g->ix >= 0)
+        snprintf(ix, sizeof(ix), "%s, ", p->val[g->ix].py);
+    kfx_line(p, "self.k.%s(%s, %s%s, %s.numel())", st->fn, p->val[root].py, ix, p->val[k].py,
              p->val[root].py);
     return 0;
 }
@@ -553,6 +560,40 @@ static int interleave(struct kfx_plan *p, const json_t *node, int k, char *detai
     return emit(p, node, k, in, &g, detail, dlen);
 }
 
+/* torch.gather(x, dim, index) and x.gather(dim, index): out[.., j, ..] = x[.., index[.., j, ..],
+ * ..] along dim, index an int64 input of the task (or a view of one) read as it is, of x's rank
+ * and no larger than x off dim. */
+static int by_index(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int in = input_of(p, node);
+    const json_t *dj = kfx_node_arg(node, 1, "dim");
+    int ix = kfx_arg_val(p, kfx_node_arg(node, 2, "index"));
+    const int nd = in >= 0 ? p->val[in].ndim : 0;
+    long long d = json_is_integer(dj) ? json_integer_value(dj) : -99;
+    d = d < 0 ? d + nd : d;
+    const json_t *tn =
+        ix >= 0 && p->val[ix].node ? json_object_get(p->val[ix].node, "output") : NULL;
+    const char *tdt = json_string_value(json_object_get(tn, "dtype"));
+    const json_t *sg = json_object_get(json_object_get(node, "kwargs"), "sparse_grad");
+    bool ok = in >= 0 && ix >= 0 && d >= 0 && d < nd && p->val[ix].kind == KFX_INPUT &&
+              p->val[ix].is_int && !p->val[ix].noncontig && tdt && !strcmp(tdt, "int64") &&
+              p->val[ix].ndim == nd && (!sg || !json_is_true(sg));
+    for (int i = 0; ok && i < nd; i++)
+        ok = i == d || p->val[ix].shape[i] <= p->val[in].shape[i];
+    if (!ok) {
+        snprintf(detail, dlen,
+                 "gather other than by an int64 input of indices of the input's rank (not yet)");
+        return -1;
+    }
+    struct gspec g;
+    spec_of(&g, &p->val[in], "gather");
+    for (int i = 0; i < nd; i++)
+        g.out[i] = p->val[ix].shape[i];
+    g.rule[d] = KFX_G_INDEX;
+    g.fill = NAN;
+    g.ix = ix;
+    return emit(p, node, k, in, &g, detail, dlen);
+}
+
 int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                     size_t dlen) {
     const char *op = json_string_value(json_object_get(node, "op"));
@@ -565,6 +606,8 @@ int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s
         return repeat(p, node, k, s, detail, dlen);
     if (!module && !strcmp(s, "repeat_interleave"))
         return interleave(p, node, k, detail, dlen);
+    if (!module && !strcmp(s, "gather"))
+        return by_index(p, node, k, detail, dlen);
     int rc = pad(p, node, k, s, module, detail, dlen);
     if (rc == 0)
         rc = interpolate(p, node, k, s, module, detail, dlen);

@@ -72,7 +72,8 @@ static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen
             break; /* x.transpose(..).contiguous(): the copy is wanted */
         v = (int)j;
     }
-    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE || p->val[v].is_int)
+    if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE ||
+        (p->val[v].is_int && p->val[v].kind != KFX_INPUT)) /* an input of indices: its views */
         return NULL;
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return NULL;
