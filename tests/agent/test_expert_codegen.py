@@ -1516,6 +1516,14 @@ def test_embedding_forms_not_planned_are_named(tmp_path: Path) -> None:
         assert not g["ok"] and "embedding" in g["detail"], g
 
 
+def test_recurrent_layers_are_named(tmp_path: Path) -> None:
+    """KernelBench's LSTM tasks read an initial state the module does not own before the LSTM:
+    the refusal names the LSTM, the reason, not the state."""
+    task = ROOT / "tests" / "harness" / "cases" / "task_assigns_state.py"
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "of type LSTM (recurrent layers" in g["detail"], g
+
+
 def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:
     """The attention weights (item 1) are planned only when nothing reads them; cross-attention
     (key other than query) is refused too, both naming MultiheadAttention."""

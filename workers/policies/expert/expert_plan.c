@@ -828,6 +828,26 @@ static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int
     return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
 }
 
+/* A recurrent module anywhere in the graph (nn.LSTM, GRU, RNN and their cells), named before
+ * anything else is planned: it is the reason a KernelBench recurrent task is refused, rather
+ * than the initial state its forward reads first (a tensor the module does not own). */
+static int recurrent(const struct kfx_plan *p, char *detail, size_t dlen) {
+    static const char *const types[] = {"LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"};
+    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
+    size_t i;
+    const json_t *node;
+    json_array_foreach(nodes, i, node) {
+        const char *mt = json_string_value(json_object_get(node, "module_type"));
+        for (size_t t = 0; mt && t < sizeof(types) / sizeof(types[0]); t++)
+            if (!strcmp(mt, types[t])) {
+                snprintf(detail, dlen, "operator %s of type %s (recurrent layers: not yet)",
+                         json_string_value(json_object_get(node, "target")), mt);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     size_t i;
@@ -919,7 +939,7 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
                  why ? why : "no reason given");
         return -1;
     }
-    if (walk_nodes(p, detail, dlen) != 0)
+    if (recurrent(p, detail, dlen) != 0 || walk_nodes(p, detail, dlen) != 0)
         return -1;
     if (p->like[0] == '\0') {
         snprintf(detail, dlen, "a module without tensor inputs");
