@@ -30,13 +30,6 @@ static int scalar(const json_t *node, const char *name, double def, double *out,
     return 0;
 }
 
-/* A synthetic node's argument for val v: its node's name, or -1. */
-static json_t *ref(const struct kfx_plan *p, int v) {
-    const json_t *node = v >= 0 ? p->val[v].node : NULL;
-    const char *name = node ? json_string_value(json_object_get(node, "name")) : NULL;
-    return name ? json_pack("{s:s}", "node", name) : NULL;
-}
-
 static int outer(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *name = json_string_value(json_object_get(node, "name"));
     int a = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
@@ -48,7 +41,7 @@ static int outer(struct kfx_plan *p, const json_t *node, int k, char *detail, si
     }
     char col[160];
     snprintf(col, sizeof(col), "%s@column", name);
-    json_t *ra = ref(p, a);
+    json_t *ra = kfx_synth_ref(p, a);
     if (ra == NULL)
         return -1;
     json_t *t = kfx_plan_synth(
@@ -87,7 +80,7 @@ static int cut(struct kfx_plan *p, int x, int d, long long from, long long to, c
         json_array_append_new(shape, json_integer(i != d   ? p->val[x].shape[i]
                                                   : to < 0 ? p->val[x].shape[i] - from
                                                            : to));
-    json_t *rx = ref(p, x);
+    json_t *rx = kfx_synth_ref(p, x);
     if (rx == NULL) {
         json_decref(idx);
         json_decref(shape);
@@ -124,7 +117,7 @@ static int roll(struct kfx_plan *p, const json_t *node, int k, char *detail, siz
     snprintf(bn, sizeof(bn), "%s@head", name);
     int a = cut(p, x, (int)d, n - s, -1, an, detail, dlen);
     int b = a < 0 ? -1 : cut(p, x, (int)d, 0, n - s, bn, detail, dlen);
-    json_t *ra = a < 0 ? NULL : ref(p, a), *rb = b < 0 ? NULL : ref(p, b);
+    json_t *ra = a < 0 ? NULL : kfx_synth_ref(p, a), *rb = b < 0 ? NULL : kfx_synth_ref(p, b);
     if (ra == NULL || rb == NULL) {
         json_decref(ra);
         json_decref(rb);
@@ -150,14 +143,14 @@ static int trace(struct kfx_plan *p, const json_t *node, int k, char *detail, si
     const long long n = p->val[x].shape[0], m = p->val[x].shape[1];
     char dn[160];
     snprintf(dn, sizeof(dn), "%s@diagonal", name);
-    json_t *rx = ref(p, x);
+    json_t *rx = kfx_synth_ref(p, x);
     if (rx == NULL)
         return -1;
     json_t *d = kfx_plan_synth(p, dn, "torch.diagonal", json_pack("[o]", rx),
                                json_pack("{s:[I], s:s, s:[I]}", "shape", n < m ? n : m, "dtype",
                                          "float32", "stride", m + 1));
     int v = kfx_plan_synth_val(p, d, detail, dlen);
-    json_t *rv = v < 0 ? NULL : ref(p, v);
+    json_t *rv = v < 0 ? NULL : kfx_synth_ref(p, v);
     if (rv == NULL)
         return -1;
     json_t *sum = kfx_plan_synth(p, name, "torch.sum", json_pack("[o]", rv),
@@ -196,7 +189,7 @@ int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *
     }
     char mm[160];
     snprintf(mm, sizeof(mm), "%s@product", name);
-    json_t *ra = ref(p, a), *rb = ref(p, b);
+    json_t *ra = kfx_synth_ref(p, a), *rb = kfx_synth_ref(p, b);
     if (ra == NULL || rb == NULL) {
         json_decref(ra);
         json_decref(rb);
