@@ -280,7 +280,10 @@ enum MHD_Result kf_export_get(struct kf_req *r) {
         free_stream(s);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+    /* the charset said: a client that guesses it (Python's requests does for a type it does not
+     * know) can read UTF-8 text as another encoding */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/x-ndjson; charset=utf-8");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");

@@ -46,7 +46,7 @@ def parse(text: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 def page(stack: Stack, **params: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     r = stack.api.get("/v1/export", params={k: str(v) for k, v in params.items()}, timeout=60)
     assert r.status_code == 200, r.text
-    assert r.headers["Content-Type"] == "application/x-ndjson", r.headers
+    assert r.headers["Content-Type"] == "application/x-ndjson; charset=utf-8", r.headers
     return parse(r.text)
 
 
@@ -112,6 +112,23 @@ def test_trajectory_record(stack: Stack) -> None:
     assert rec["created_at"].endswith("Z") and rec["finished_at"].endswith("Z")
     seq = int(stack.psql(f"SELECT export_seq FROM episodes WHERE id = '{ep}'"))
     assert seq_of(trailer["resume_cursor"]) == seq, "the cursor is base64url of export_seq"
+
+
+def test_text_beyond_ascii(stack: Stack) -> None:
+    """Text of any language comes back as sent: the reply says it is UTF-8 (a client that
+    guessed could read it as another encoding), and a line ends only at \\n, never at U+2028 or
+    U+0085 inside a string (PostgreSQL leaves those unescaped; str.splitlines would split there)."""
+    task = new_task(stack, "unicode")
+    text = 'tiles of 4×4 → ‘faster’ … naïve Ωμέγα 注意力\u2028line\u0085next \\"q\\"'
+    turns = [turn([call("write_file", {"path": "kernels/k.cu", "content": f"// {text}"})], text)]
+    ep = add_episode(stack, task, turns)
+    r = stack.api.get("/v1/export", params={"task_id": task}, timeout=60)
+    assert r.status_code == 200 and r.encoding == "utf-8", r.headers
+    records, _ = parse(r.text)
+    assert ids(records) == [ep]
+    assistant = next(m for m in records[0]["messages"] if m["role"] == "assistant")
+    assert assistant["content"] == text
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"])["content"] == f"// {text}"
 
 
 def test_sft_record(stack: Stack) -> None:

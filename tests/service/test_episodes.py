@@ -117,7 +117,7 @@ def test_good_cpu_episode_earns_a_positive_reward(stack: Stack, workers, fake) -
     assert kinds.count("turn") == n_calls and "revalidating" in kinds and kinds[-1] == "done"
     # the export has it, with the OpenAI-format messages of the whole trajectory
     r = stack.api.get(f"/v1/export?task_id={ep['task_id']}")
-    recs = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+    recs = [json.loads(x) for x in r.text.split("\n") if x.strip()]
     rec = next(x for x in recs if x.get("episode_id") == ep["id"])
     assert rec["final"]["reward"] == res["reward"] and len(rec["turns"]) == n_calls
     assert sum(1 for m in rec["messages"] if m["role"] == "assistant") == n_calls

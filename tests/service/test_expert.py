@@ -95,7 +95,7 @@ def test_expert_plans_and_tunes_several_kernels(stack: Stack, workers, name: str
     assert set(cand["files"]) == {"model_new.py"} | {f"kernels/kf_op{k}.cpp" for k in range(n)}
     # the trajectory is exported: every turn, the reward
     lines = [
-        json.loads(x) for x in stack.api.get(f"/v1/export?task_id={ep['task_id']}").text.splitlines() if x
+        json.loads(x) for x in stack.api.get(f"/v1/export?task_id={ep['task_id']}").text.split("\n") if x
     ]
     mine = [x for x in lines if x.get("episode_id") == ep["id"]]
     assert len(mine) == 1 and len(mine[0]["turns"]) == len(ep["turns"]), lines[-1]
