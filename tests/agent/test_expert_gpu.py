@@ -155,9 +155,11 @@ EDGES = {
     "std_var_mean_nan": (
         "x",
         "s, m = torch.std_mean(x, dim=1, keepdim=True)\n        v, m2 = torch.var_mean(x, dim=1)\n"
-        "        return torch.nan_to_num((x - m) / (s > 1.0) + v[:, None] + m2[:, None], posinf=9.0)",
+        "        return torch.nan_to_num((x - m) / (m > 0) + s + v[:, None] + m2[:, None], posinf=9.0, neginf=-9.0)",
         "pass",
-        "[torch.randn(512, 2000)]",
+        # rows of mean +-0.5: the sign of each row's mean (which rows divide by zero) does not
+        # change with the judge's input scales, as a threshold on the std would
+        "[torch.randn(512, 2000) + (torch.arange(512) % 2 * 1.0 - 0.5)[:, None]]",
     ),
     # logcumsumexp (the scan kernel with log-add-exp), forwards and reversed
     "logcumsumexp": (
