@@ -76,9 +76,11 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
         "return torch.cummax(x, 1).values + torch.cummin(torch.relu(x), dim=0)[0] + torch.cummax(torch.log(x), 1)[0]",
         "64, 32",
     ),
-    # roll by one shift along one dim (a cat of two slices), negative, a last dim, a full turn
+    # roll (a gather's circular rule): one shift along one dim, negative, a last dim, a full
+    # turn, two dims at once, a dim named twice, the flattened tensor (dims None)
     "roll": (
-        "return torch.roll(x, 3, 1) * 2.0 + torch.roll(torch.relu(x), shifts=-5, dims=0) + x.roll(1, -1) + torch.roll(y, (32,), (1,))",
+        "return (torch.roll(x, 3, 1) * 2.0 + torch.roll(torch.relu(x), shifts=-5, dims=0) + x.roll(1, -1)"
+        " + torch.roll(y, (32,), (1,)) + torch.roll(x, (2, -7), (0, 1)) + x.roll((3, 4), (1, 1)) + torch.roll(y, 100))",
         "64, 32",
     ),
     # logcumsumexp (a scan of log(e^a + e^b)) forwards, along the first dim, and reversed

@@ -15,6 +15,7 @@
  * - the copy of a strided view whose dims do not fold into the 4 that the elementwise
  *   kernels read through (a 6-D permute: Swin's window partition), at the view's strides;
  * - x.repeat, torch.tile and repeat_interleave by ints (a count a dim);
+ * - torch.roll by ints, along dims or the flattened tensor (a circular rule);
  * - torch.gather by an int64 input of indices (each output element's own index).
  * Elements are float32 only. The output's shape is the graph's. */
 #include <math.h>
@@ -530,6 +531,48 @@ static int repeat(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     return emit(p, node, k, in, &g, detail, dlen);
 }
 
+/* torch.roll(x, shifts, dims): out[o] = x[(o - shift) mod n] along each dim named (a
+ * circular rule, shifts along one dim adding up), or along the flattened tensor when dims is
+ * None. */
+static int roll(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    int in = input_of(p, node), ns = 0, nd = 0;
+    long long sh[2 * KFX_MAX_DIMS], dims[2 * KFX_MAX_DIMS];
+    const json_t *dj = kfx_node_arg(node, 2, "dims");
+    const bool flat = dj == NULL || json_is_null(dj) || (json_is_array(dj) && !json_array_size(dj));
+    bool ok = in >= 0 && ints(p, kfx_node_arg(node, 1, "shifts"), sh, 1, &ns);
+    if (ok && !flat)
+        ok = ints(p, dj, dims, 1, &nd) && nd == ns;
+    if (!ok || (flat && ns != 1)) {
+        snprintf(detail, dlen, "roll by other than ints, one shift a dim");
+        return -1;
+    }
+    struct gspec g;
+    spec_of(&g, &p->val[in], "roll");
+    if (flat) { /* the flattened tensor, one dim */
+        long long n = 1;
+        for (int d = 0; d < g.nd; d++)
+            n *= g.out[d];
+        g.nd = 1;
+        g.out[0] = g.n[0] = n;
+        g.stride[0] = 1;
+        nd = 1;
+        dims[0] = 0;
+    }
+    for (int i = 0; i < nd; i++) {
+        long long d = dims[i] < 0 ? dims[i] + g.nd : dims[i];
+        if (d < 0 || d >= g.nd) {
+            snprintf(detail, dlen, "roll along dim %lld of a tensor of %d", dims[i], g.nd);
+            return -1;
+        }
+        const long long n = g.n[d];
+        if (n > 0) {
+            g.lo[d] = ((g.lo[d] + sh[i]) % n + n) % n;
+            g.rule[d] = KFX_G_CIRCULAR;
+        }
+    }
+    return emit(p, node, k, in, &g, detail, dlen);
+}
+
 /* x.repeat_interleave(r, dim) and torch.repeat_interleave: each element r times along dim (the
  * flattened tensor when dim is None). */
 static int interleave(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
@@ -604,6 +647,8 @@ int kfx_plan_gather(struct kfx_plan *p, const json_t *node, int k, const char *s
         return flip(p, node, k, detail, dlen);
     if (!module && (!strcmp(s, "repeat") || !strcmp(s, "tile")))
         return repeat(p, node, k, s, detail, dlen);
+    if (!module && !strcmp(s, "roll"))
+        return roll(p, node, k, detail, dlen);
     if (!module && !strcmp(s, "repeat_interleave"))
         return interleave(p, node, k, detail, dlen);
     if (!module && !strcmp(s, "gather"))

@@ -4,8 +4,6 @@
  *     product a matmul (expert_gemm.c), the scaling and the input's broadcast sum lazy, fused
  *     into what follows;
  *   torch.outer(a, b) and ger: a[:, None] * b, the unsqueeze a view, the product lazy;
- *   torch.roll(x, s, d) (one shift along one dim): cat((x[.., n - s:], x[.., :n - s]), d), two
- *     slices (strided views) and the cat kernel (expert_cat.c);
  *   torch.trace(x): the sum of x's diagonal (a strided view). */
 #include <stdio.h>
 #include <string.h>
@@ -55,82 +53,6 @@ static int outer(struct kfx_plan *p, const json_t *node, int k, char *detail, si
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
-/* An int, or a list of one int (roll's shifts and dims); NULL otherwise. */
-static const json_t *one_int(const json_t *v) {
-    if (json_is_array(v) && json_array_size(v) == 1)
-        v = json_array_get(v, 0);
-    return json_is_integer(v) ? v : NULL;
-}
-
-/* x[.., from:to] along dim d of val x (to < 0: to the end) as a synthetic getitem: its val. */
-static int cut(struct kfx_plan *p, int x, int d, long long from, long long to, const char *name,
-               char *detail, size_t dlen) {
-    json_t *idx = json_array(), *shape = json_array();
-    for (int i = 0; i <= d; i++) {
-        char sl[64];
-        if (i < d)
-            snprintf(sl, sizeof(sl), "slice(None, None, None)");
-        else if (to < 0)
-            snprintf(sl, sizeof(sl), "slice(%lld, None, None)", from);
-        else
-            snprintf(sl, sizeof(sl), "slice(None, %lld, None)", to);
-        json_array_append_new(idx, json_string(sl));
-    }
-    for (int i = 0; i < p->val[x].ndim; i++)
-        json_array_append_new(shape, json_integer(i != d   ? p->val[x].shape[i]
-                                                  : to < 0 ? p->val[x].shape[i] - from
-                                                           : to));
-    json_t *rx = kfx_synth_ref(p, x);
-    if (rx == NULL) {
-        json_decref(idx);
-        json_decref(shape);
-        return -1;
-    }
-    json_t *t = kfx_plan_synth(p, name, "_operator.getitem", json_pack("[o, o]", rx, idx),
-                               json_pack("{s:o, s:s}", "shape", shape, "dtype", "float32"));
-    return kfx_plan_synth_val(p, t, detail, dlen);
-}
-
-static int roll(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
-    const char *name = json_string_value(json_object_get(node, "name"));
-    int x = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
-    const json_t *sh = one_int(kfx_node_arg(node, 1, "shifts"));
-    const json_t *dj = one_int(kfx_node_arg(node, 2, "dims"));
-    int nd = x >= 0 ? p->val[x].ndim : 0;
-    long long d = dj ? json_integer_value(dj) : 0;
-    d = d < 0 ? d + nd : d;
-    if (x < 0 || !sh || !dj || d < 0 || d >= nd || p->val[x].is_int ||
-        p->val[x].kind == KFX_TUPLE || p->val[x].kind == KFX_SIZE || p->val[x].shape[d] < 1) {
-        snprintf(detail, dlen,
-                 "roll other than of a float tensor by one shift along one dim (not "
-                 "yet)");
-        return -1;
-    }
-    const long long n = p->val[x].shape[d], s = ((json_integer_value(sh) % n) + n) % n;
-    char e[24];
-    if (s == 0) { /* no shift: x itself */
-        snprintf(e, sizeof(e), "v%d", x);
-        return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
-    }
-    char an[160], bn[160];
-    snprintf(an, sizeof(an), "%s@tail", name);
-    snprintf(bn, sizeof(bn), "%s@head", name);
-    int a = cut(p, x, (int)d, n - s, -1, an, detail, dlen);
-    int b = a < 0 ? -1 : cut(p, x, (int)d, 0, n - s, bn, detail, dlen);
-    json_t *ra = a < 0 ? NULL : kfx_synth_ref(p, a), *rb = b < 0 ? NULL : kfx_synth_ref(p, b);
-    if (ra == NULL || rb == NULL) {
-        json_decref(ra);
-        json_decref(rb);
-        return -1;
-    }
-    json_t *c = kfx_plan_synth(p, name, "torch.cat", json_pack("[[o, o], I]", ra, rb, d),
-                               json_deep_copy(json_object_get(node, "output")));
-    if (c == NULL)
-        return -1;
-    p->val[k].node = c;
-    return kfx_plan_anchor(p, c, k, detail, dlen);
-}
-
 /* torch.trace(x) of a matrix: the sum of its diagonal (a strided view, expert_plan_view.c). */
 static int trace(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *name = json_string_value(json_object_get(node, "name"));
@@ -165,8 +87,6 @@ int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *
                      size_t dlen) {
     if (!strcmp(s, "trace"))
         return trace(p, node, k, detail, dlen);
-    if (!strcmp(s, "roll"))
-        return roll(p, node, k, detail, dlen);
     if (!strcmp(s, "outer") || !strcmp(s, "ger"))
         return outer(p, node, k, detail, dlen);
     bool batched = !strcmp(s, "baddbmm");
