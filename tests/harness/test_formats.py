@@ -51,3 +51,57 @@ def test_native_build_is_cached(harness):
     harness(*args)
     code, v, _ = harness(*args)
     assert code == 0 and v["build"]["cached"] is True
+
+
+SPLIT_MODEL = """import kforge_runtime as kr
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = kr.load()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        z = torch.empty_like(x)
+        self.k.kf_relu(x, y, x.numel())
+        self.k.kf_twice(y, z, x.numel())
+        return z
+"""
+SPLIT_KERNELS = {
+    "kernels/relu.cpp": 'extern "C" int kf_relu(const float *x, float *y, long n) {\n'
+    "    for (long i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;\n    return 0;\n}\n",
+    "kernels/twice.cpp": '#include "twice.h"\nextern "C" int kf_twice(const float *x, float *y, long n) {\n'
+    "    for (long i = 0; i < n; ++i) y[i] = kf_two * x[i];\n    return 0;\n}\n",
+    "kernels/twice.h": "static const float kf_two = 2.0f;\n",
+    "kernels/unused.cpp": 'extern "C" int kf_unused(void) { return 0; }\n',
+}
+
+
+JAIL = Path(__file__).resolve().parents[2] / "build" / "kforge-jail"
+
+
+@pytest.mark.parametrize("jobs,jail", [("1", False), ("3", False), ("3", True)])
+def test_several_sources_build_at_once(harness, tmp_path, jobs, jail):
+    """Sources of a candidate compile to objects KFORGE_BUILD_JOBS at a time, then link (a
+    header beside them included); with one job, in one call. A source that does not compile
+    fails the build with its own diagnostics either way."""
+    cand = tmp_path / "cand"
+    for name, text in {"model_new.py": SPLIT_MODEL, **SPLIT_KERNELS}.items():
+        (cand / name).parent.mkdir(parents=True, exist_ok=True)
+        mark = "#" if name.endswith(".py") else "//"  # not the other case's build, cached
+        (cand / name).write_text(f"{mark} jobs {jobs}, jail {jail}\n{text}")
+    args = ["evaluate", "--task", TASK, "--candidate", str(cand), "--backend", "cpu", "--no-compile"]
+    if jail:  # each compiler call in its own jail of the build profile
+        assert JAIL.exists(), "make build"
+        args += ["--jail", str(JAIL)]
+    code, v, err = harness(*args, "--budget", "0.2", env={"KFORGE_BUILD_JOBS": jobs})
+    assert code == 0 and v["status"] == "ok" and v["correct"], (err, v)
+    objects = [a for a in v["build"]["command"].split() if a.endswith(".o")]
+    assert len(objects) == (3 if jobs == "3" else 0), v["build"]["command"]
+    (cand / "kernels" / "unused.cpp").write_text('extern "C" int kf_unused(void) { return undeclared; }\n')
+    code, v, err = harness(*args, "--budget", "0.2", env={"KFORGE_BUILD_JOBS": jobs})
+    assert v["status"] == "compile_error", (err, v)
+    assert "unused.cpp" in v["build"]["diagnostics"] and "undeclared" in v["build"]["diagnostics"], v["build"]

@@ -1,6 +1,9 @@
 """Building candidates: native libraries with nvcc or g++, CUDA Agent extensions, with a cache.
 
-Native sources are compiled straight into one shared library without PyTorch headers. Builds
+Native sources are compiled straight into one shared library without PyTorch headers: several
+sources each to an object file at once (one compiler call each, KFORGE_BUILD_JOBS at a time,
+the same flags), then linked, so a plan of 61 kernels (a ResNet-18 written out by the expert)
+builds in a few of its files' time instead of all of theirs; one source in one call. Builds
 are cached under ``<cache>/builds/<key>/`` where the key hashes the sources, the flags and the
 compiler's version; a cached build is reused as is.
 """
@@ -152,6 +155,44 @@ def native_command(cand: Candidate, backend: str, out: str) -> list[str]:
     return cmd
 
 
+def build_jobs() -> int:
+    """How many compiler calls a build runs at once: KFORGE_BUILD_JOBS, else the CPUs up to 8."""
+    v = os.environ.get("KFORGE_BUILD_JOBS", "")
+    if v.isdigit() and int(v) > 0:
+        return int(v)
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def split_command(
+    cmd: list[str], sources: list[str], out: str, objdir: str
+) -> tuple[list[list[str]], list[str]]:
+    """native_command's one call as a compile call per source (its object in objdir) and the
+    link of the objects: the same compiler flags in each, the libraries in the link only."""
+    i = cmd.index("-o")
+    flags, libs = cmd[1:i], [a for a in cmd[i + 2 :] if a.startswith("-l")]
+    compile_flags = [f for f in flags if f != "-shared"]
+    objs = [os.path.join(objdir, f"{n}_{os.path.basename(src)}.o") for n, src in enumerate(sources)]
+    compiles = [[cmd[0], *compile_flags, "-c", src, "-o", obj] for src, obj in zip(sources, objs)]
+    return compiles, [cmd[0], *flags, "-o", out, *objs, *libs]
+
+
+def _run_all(cmds: list[list[str]], cwd: str, deadline: float, prefix_for: Any, jobs: int) -> tuple[int, str]:
+    """Runs cmds, jobs at a time, each before deadline (time.monotonic): the first failing
+    status (0 when none failed) and every call's output in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(c: list[str]) -> tuple[int, str]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BuildError("build timed out")
+        return _run(c, cwd, left, prefix_for(left))
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, cmds))
+    rc = next((r for r, _ in results if r != 0), 0)
+    return rc, "".join(d for _, d in results)
+
+
 def _key(cand: Candidate, backend: str, cmd_template: list[str], version: str) -> str:
     h = hashlib.sha256()
     h.update(f"{cand.format}\0{backend}\0{version}\0".encode())
@@ -213,10 +254,23 @@ def build_native(
         out = os.path.join(tmp, "libcandidate.so")
         cmd = native_command(cand, backend, out)
         t0 = time.monotonic()
-        prefix = jailwrap.build_prefix(jail, tmp, cand.path, timeout) if jail else None
-        rc, diag = _run(cmd, tmp if jail else cand.path, timeout, prefix)
+
+        def prefix_for(left: float) -> list[str] | None:
+            return jailwrap.build_prefix(jail, tmp, cand.path, left) if jail else None
+
+        cwd = tmp if jail else cand.path
+        sources = [f for f in cand.kernel_files if f.endswith((".cu", ".cpp"))]
+        jobs = min(build_jobs(), len(sources))
+        if jobs > 1:  # an object a source, jobs at once, then the link
+            compiles, cmd = split_command(cmd, sources, out, tmp)
+            rc, diag = _run_all(compiles, cwd, t0 + timeout, prefix_for, jobs)
+            if rc == 0:
+                rc, more = _run_all([cmd], cwd, t0 + timeout, prefix_for, 1)
+                diag += more
+        else:
+            rc, diag = _run(cmd, cwd, timeout, prefix_for(timeout))
         if jail and rc == jailwrap.JAIL_SETUP_FAILED and "kforge-jail:" in diag:
-            raise JailError(diag.strip().splitlines()[-1])
+            raise JailError(next(ln for ln in reversed(diag.splitlines()) if "kforge-jail:" in ln))
         seconds = time.monotonic() - t0
         if rc != 0:
             raise BuildError(f"{compiler} exited with status {rc}", trim(diag))
