@@ -1130,6 +1130,8 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
     kinds = [st["kind"] for st in g["steps"]]
     if name == "conv_family":  # five convolutions, no pass of their own for a bias (6 tails)
         assert kinds.count("conv") == 5 and kinds.count("ew") <= 6, kinds
+    if name == "gather_prologue":  # each chain read by its gather: no elementwise pass
+        assert kinds.count("gather") == 6 and "ew" not in kinds, kinds
     if name == "nll":  # the log_softmax read only by the nll: no pass of its own
         assert kinds.count("xent") == 3 and "softmax" not in kinds, kinds
     compile_all("cuda", {str(i): st["variants"][0] for i, st in enumerate(g["steps"])}, tmp_path)

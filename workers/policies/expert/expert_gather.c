@@ -4,9 +4,10 @@
  * coordinate into the input's, and the value read: one element (the fill where a constant
  * pad's coordinate falls outside), the weighted taps of linear interpolation (nested as
  * PyTorch's upsample kernels nest them: along the first dim, the weighted sum of the next's),
- * or a window's mean or maximum (an adaptive pool's). Shapes, scales and offsets are
- * constants of the source: a plan holds for one shape; the launcher refuses an input of
- * another size. The value code is shared by the two backends (kf_at). */
+ * or a window's mean or maximum (an adaptive pool's). The input's element j is KF_LOAD(j): the
+ * elementwise chain before the gather evaluated there (its prologue), when it has one. Shapes,
+ * scales and offsets are constants of the source: a plan holds for one shape; the launcher
+ * refuses an input of another size. The value code is shared by the two backends (kf_at). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,9 +146,9 @@ static void taps(struct kf_buf *b, const struct kfx_step *st, int d, int *tap) {
     while (d < st->g_nd && st->g_rule[d] != KFX_G_LINEAR)
         d++;
     if (d == st->g_nd) {
-        kf_buf_printf(b, "in0[");
+        kf_buf_printf(b, "KF_LOAD(");
         offset(b, st, tap);
-        kf_buf_printf(b, "]");
+        kf_buf_printf(b, ")");
         return;
     }
     for (int t = 0; t < 2; t++) {
@@ -159,11 +160,33 @@ static void taps(struct kf_buf *b, const struct kfx_step *st, int d, int *tap) {
     tap[d] = 0;
 }
 
-/* KF_FN float kf_at(in0, idx): the value of output element idx. */
+/* KF_LOAD(j): the input's element j, read through the step's prologue (kf_elem over its
+ * leaves in0.., expert_plan.c's kfx_prologue) when it has one, else in0[j]; the leaves'
+ * parameters (@IN@ of kfx_rows_put) are kf_at's and the kernel's first. */
+static void load(struct kf_buf *b, const struct kfx_step *st, const char *qual) {
+    if (st->body == NULL) {
+        kf_buf_printf(b, "#define KF_LOAD(j) in0[(j)]\n\n");
+        return;
+    }
+    kfw_ew_elem(b, st->body, st->n_leaves, qual);
+    kf_buf_printf(b, "\n");
+    kfx_rows_load(b, st, false);
+}
+
+static void params(struct kf_buf *b, const struct kfx_step *st, bool decl) {
+    if (st->body == NULL)
+        kf_buf_printf(b, decl ? "const float *__restrict__ in0, " : "in0, ");
+    else
+        kfx_rows_put(b, decl ? "@IN@" : "@ARGS@", st, 0);
+}
+
+/* KF_FN float kf_at(leaves, idx): the value of output element idx. */
 static void value_fn(struct kf_buf *b, const struct kfx_step *st) {
     int tap[KFX_MAX_DIMS] = {0};
     char f[48];
-    kf_buf_printf(b, "KF_FN float kf_at(const float *__restrict__ in0, %sint64_t idx) {\n",
+    kf_buf_printf(b, "KF_FN float kf_at(");
+    params(b, st, true);
+    kf_buf_printf(b, "%sint64_t idx) {\n",
                   has_rule(st, KFX_G_INDEX) ? "const int64_t *__restrict__ ix, " : "");
     rules(b, st);
     if (has_rule(st, KFX_G_WINDOW)) {
@@ -176,10 +199,10 @@ static void value_fn(struct kf_buf *b, const struct kfx_step *st) {
                               d);
                 open++;
             }
-        kf_buf_printf(b, "    const float v = in0[");
+        kf_buf_printf(b, "    const float v = KF_LOAD(");
         offset(b, st, tap);
-        kf_buf_printf(b, max ? "];\n    acc = (v > acc || v != v) ? v : acc;\n"
-                             : "];\n    acc += v;\n");
+        kf_buf_printf(b, max ? ");\n    acc = (v > acc || v != v) ? v : acc;\n"
+                             : ");\n    acc += v;\n");
         while (open-- > 0)
             kf_buf_printf(b, "    }\n");
         if (!max)
@@ -196,11 +219,11 @@ static void value_fn(struct kf_buf *b, const struct kfx_step *st) {
         return;
     }
     if (has_rule(st, KFX_G_CONST) || has_rule(st, KFX_G_INDEX)) /* the fill, no read there */
-        kf_buf_printf(b, "    return !ok ? %s : in0[", flt(st->g_fill, f, sizeof(f)));
+        kf_buf_printf(b, "    return !ok ? %s : KF_LOAD(", flt(st->g_fill, f, sizeof(f)));
     else
-        kf_buf_printf(b, "    return in0[");
+        kf_buf_printf(b, "    return KF_LOAD(");
     offset(b, st, tap);
-    kf_buf_printf(b, "];\n}\n\n");
+    kf_buf_printf(b, ");\n}\n\n");
 }
 
 static long long out_total(const struct kfx_step *st) {
@@ -220,24 +243,31 @@ static char *cuda(const struct kfx_step *st, int v) {
                   "#include <cstdint>\n#include <math.h>\n\n#define KF_FN __device__ "
                   "__forceinline__\n\nnamespace {\n\n",
                   st->fn, st->op, st->g_nd, v, threads);
+    load(&b, st, "__device__ __forceinline__");
     value_fn(&b, st);
+    kf_buf_printf(&b, "__global__ void __launch_bounds__(%d) gather(", threads);
+    params(&b, st, true);
     kf_buf_printf(&b,
-                  "__global__ void __launch_bounds__(%d) gather(const float *__restrict__ in0, "
                   "%sfloat *__restrict__ out, int64_t total) {\n"
                   "    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < "
                   "total;\n         idx += (int64_t)gridDim.x * blockDim.x)\n"
-                  "        out[idx] = kf_at(in0, %sidx);\n}\n\n} // namespace\n\n",
-                  threads, ix ? "const int64_t *__restrict__ ix, " : "", ix ? "ix, " : "");
+                  "        out[idx] = kf_at(",
+                  ix ? "const int64_t *__restrict__ ix, " : "");
+    params(&b, st, false);
+    kf_buf_printf(&b, "%sidx);\n}\n\n} // namespace\n\nextern \"C\" int %s(", ix ? "ix, " : "",
+                  st->fn);
+    params(&b, st, true);
     kf_buf_printf(&b,
-                  "extern \"C\" int %s(const float *in0, %sfloat *out, int64_t numel) {\n"
+                  "%sfloat *out, int64_t numel) {\n"
                   "    if (numel != %lldLL)\n        return 1;\n"
                   "    const int64_t total = %lldLL;\n    if (total == 0)\n        return 0;\n"
                   "    int64_t blocks = (total + %d - 1) / %d;\n"
                   "    blocks = blocks < 1048576 ? blocks : 1048576;\n"
-                  "    gather<<<(unsigned)blocks, %d, 0, 0>>>(in0, %sout, total);\n"
-                  "    return (int)cudaGetLastError();\n}\n",
-                  st->fn, ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st), threads,
-                  threads, threads, ix ? "ix, " : "");
+                  "    gather<<<(unsigned)blocks, %d, 0, 0>>>(",
+                  ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st), threads, threads,
+                  threads);
+    params(&b, st, false);
+    kf_buf_printf(&b, "%sout, total);\n    return (int)cudaGetLastError();\n}\n", ix ? "ix, " : "");
     return b.data;
 }
 
@@ -249,15 +279,19 @@ static char *cpu(const struct kfx_step *st) {
                   "output's elements.\n#include <cstdint>\n#include <math.h>\n\n"
                   "#define KF_FN static inline\n\n",
                   st->fn, st->op, st->g_nd);
+    load(&b, st, "static inline");
     value_fn(&b, st);
+    kf_buf_printf(&b, "extern \"C\" int %s(", st->fn);
+    params(&b, st, true);
     kf_buf_printf(&b,
-                  "extern \"C\" int %s(const float *in0, %sfloat *out, int64_t numel) {\n"
+                  "%sfloat *out, int64_t numel) {\n"
                   "    if (numel != %lldLL)\n        return 1;\n"
                   "#pragma omp parallel for schedule(static)\n"
                   "    for (int64_t idx = 0; idx < %lldLL; ++idx)\n"
-                  "        out[idx] = kf_at(in0, %sidx);\n    return 0;\n}\n",
-                  st->fn, ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st),
-                  ix ? "ix, " : "");
+                  "        out[idx] = kf_at(",
+                  ix ? "const int64_t *ix, " : "", st->g_numel, out_total(st));
+    params(&b, st, false);
+    kf_buf_printf(&b, "%sidx);\n    return 0;\n}\n", ix ? "ix, " : "");
     return b.data;
 }
 

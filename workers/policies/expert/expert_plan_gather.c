@@ -84,14 +84,12 @@ static void compact(struct gspec *g) {
         }
 }
 
-/* The step reading val root (contiguous, root_numel elements) through g into val k, a new
- * tensor of shape[0..nd) whose Python name is set here. 0, or -1. */
-static int add_step(struct kfx_plan *p, int k, int root, long long root_numel, struct gspec *g,
-                    const long long *shape, int nd, char *detail, size_t dlen) {
+/* Fills step st (made by the caller) to read through g into val k, a new tensor of
+ * shape[0..nd) whose Python name is set here: its leaves (their Python names, each followed by
+ * ", ") the first of which has root_numel elements. 0, or -1. */
+static int fill_step(struct kfx_plan *p, struct kfx_step *st, int k, const char *leaves,
+                     long long root_numel, struct gspec *g, const long long *shape, int nd) {
     compact(g);
-    struct kfx_step *st = kfx_add_step(p, KFX_GATHER, detail, dlen);
-    if (st == NULL)
-        return -1;
     snprintf(st->op, sizeof(st->op), "%s", g->op);
     st->g_nd = g->nd;
     for (int d = 0; d < g->nd; d++) {
@@ -114,12 +112,14 @@ static int add_step(struct kfx_plan *p, int k, int root, long long root_numel, s
     char ix[160] = "";
     if (g->ix >= 0)
         snprintf(ix, sizeof(ix), "%s, ", p->val[g->ix].py);
-    kfx_line(p, "self.k.%s(%s, %s%s, %s.numel())", st->fn, p->val[root].py, ix, p->val[k].py,
-             p->val[root].py);
+    kfx_line(p, "self.k.%s(%s%s%s, %.*s.numel())", st->fn, leaves, ix, p->val[k].py,
+             (int)strcspn(leaves, ","), leaves);
     return 0;
 }
 
-/* The step reading val in through g, whose output is val k of the node's shape. 1, or -1. */
+/* The step reading val in through g, whose output is val k of the node's shape: the
+ * elementwise chain that makes in, when it is lazy, read as the step's prologue (evaluated
+ * at each element the rules read: no pass of its own). 1, or -1. */
 static int emit(struct kfx_plan *p, const json_t *node, int k, int in, struct gspec *g,
                 char *detail, size_t dlen) {
     long long shape[KFX_MAX_DIMS], numel = 1, total = 1, in_numel = 1;
@@ -133,12 +133,14 @@ static int emit(struct kfx_plan *p, const json_t *node, int k, int in, struct gs
                  numel, total);
         return -1;
     }
-    if (kfx_materialise(p, in, detail, dlen) != 0)
+    struct kfx_step *st = kfx_add_step(p, KFX_GATHER, detail, dlen);
+    char leaves[1024];
+    if (st == NULL || kfx_prologue(p, in, st, leaves, sizeof(leaves), detail, dlen) != 0)
         return -1;
     for (int d = 0; d < p->val[in].ndim; d++)
         in_numel *= p->val[in].shape[d];
     kfx_set_val(p, k, node, KFX_TENSOR, "");
-    return add_step(p, k, in, in_numel, g, shape, nd, detail, dlen) == 0 ? 1 : -1;
+    return fill_step(p, st, k, leaves, in_numel, g, shape, nd) == 0 ? 1 : -1;
 }
 
 /* The strides inspect recorded for strided view v (of its ndim), into stride; false when it
@@ -191,10 +193,15 @@ int kfx_gather_copy(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     spec_of(&g, x, "copy");
     for (int d = 0; d < x->ndim; d++)
         g.stride[d] = stride[d];
+    struct kfx_step *st = kfx_add_step(p, KFX_GATHER, detail, dlen);
+    if (st == NULL)
+        return -1;
+    char leaves[sizeof(p->val[root].py) + 2];
+    snprintf(leaves, sizeof(leaves), "%s, ", p->val[root].py); /* read as it is: no prologue */
     x->kind = KFX_TENSOR;
     x->noncontig = false;
     x->view_of = 0;
-    return add_step(p, v, root, root_numel, &g, x->shape, x->ndim, detail, dlen);
+    return fill_step(p, st, v, leaves, root_numel, &g, x->shape, x->ndim);
 }
 
 /* A list of ints (or one int, repeated n times) into v, each a literal or a size inspect kept
