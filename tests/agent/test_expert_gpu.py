@@ -184,12 +184,21 @@ EDGES = {
         "pass",
         "[torch.randn(4096, 1000), torch.randint(0, 1000, (4096,))]",
     ),
-    # roll: a cat of two slices
+    # roll: a gather (a circular rule a dim), along one dim, two dims, the flattened tensor
     "roll": (
         "x",
-        "return torch.roll(x, 7, 1) + torch.roll(x, shifts=-3, dims=0)",
+        "return torch.roll(x, 7, 1) + torch.roll(x, shifts=(-3, 5), dims=(0, 1)) + torch.roll(x, 1000)",
         "pass",
         "[torch.randn(512, 1000)]",
+    ),
+    # gathers that read the chain before them as their prologue (a U-Net decoder's upsample of
+    # a ReLU of a sum, a pixel shuffle of a tanh, a roll of an upsample)
+    "gather_chains": (
+        "x, y, z",
+        "return (F.interpolate(torch.relu(x * 1.5 + y), scale_factor=2, mode='bilinear')"
+        " + F.pixel_shuffle(torch.tanh(z), 2) + torch.roll(F.interpolate(x, scale_factor=2), 5, 3))",
+        "pass",
+        "[torch.randn(16, 64, 64, 64), torch.randn(16, 64, 64, 64), torch.randn(16, 256, 64, 64)]",
     ),
     # diagonal (an as_strided view) and trace (the sum of one)
     "diagonal_trace": (
