@@ -260,6 +260,13 @@ EDGES = {
         "self.attn = nn.MultiheadAttention(768, 12)\n        self.norm = nn.LayerNorm(768)",
         "[torch.randn(197, 32, 768)]",
     ),
+    # a decoder's cross-attention to an encoder's memory (key and value one tensor), batch first
+    "multihead_cross": (
+        "x, m",
+        "a, _ = self.attn(x, m, m)\n        return self.norm(a + x)",
+        "self.attn = nn.MultiheadAttention(512, 8, batch_first=True)\n        self.norm = nn.LayerNorm(512)",
+        "[torch.randn(32, 128, 512), torch.randn(32, 256, 512)]",
+    ),
     # token and position embeddings at GPT-2's sizes: int64 inputs read as indices
     "embedding": (
         "ids, pos",

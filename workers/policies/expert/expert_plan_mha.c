@@ -1,8 +1,11 @@
-/* expert_plan_mha.c: nn.MultiheadAttention used as self-attention (query, key and value the same
- * tensor), planned when its output (item 0 of the tuple it returns) is read, from synthetic
- * nodes (kfx_plan_synth), as PyTorch's multi_head_attention_forward computes it:
+/* expert_plan_mha.c: nn.MultiheadAttention, planned when its output (item 0 of the tuple it
+ * returns) is read, from synthetic nodes (kfx_plan_synth), as PyTorch's
+ * multi_head_attention_forward computes it. Self-attention (query, key and value one tensor x):
  *   proj = F.linear(x, in_proj_weight, in_proj_bias)            [L, N, 3E] ([N, L, 3E] batch_first)
  *   q, k, v = proj.view(L, N, 3, H, D).permute(2, 1, 3, 0, 4)[i]   [N, H, L, D] each, a view
+ * Cross-attention (a decoder reading an encoder's memory m of S steps): the query projected by
+ * the in-projection's first E rows, the key and value by the rest, in one product when they
+ * are one tensor (m: [S, N, 2E], two parts), else one each. Then
  *   y = F.scaled_dot_product_attention(q, k, v)                  (expert_plan_attention.c)
  *   y.permute(2, 0, 1, 3).reshape(L, N, E)                       (batch_first: transpose(1, 2))
  *   F.linear(y, out_proj.weight, out_proj.bias)
@@ -65,6 +68,98 @@ static void strides(const long long *shape, int n, long long *out) {
     }
 }
 
+/* Rows [from, from + n) of parameter val w (the in-projection's [3E, E] weight or its [3E]
+ * bias), a synthetic getitem; its val, or -1. */
+static int rows(struct kfx_plan *p, const char *name, const char *tag, int w, long long from,
+                long long n, char *detail, size_t dlen) {
+    const long long shape[2] = {n, p->val[w].ndim == 2 ? p->val[w].shape[1] : 0};
+    char sl[64];
+    snprintf(sl, sizeof(sl), "slice(%lld, %lld, None)", from, from + n);
+    return kfx_synth_tagged(p, name, tag, "_operator.getitem",
+                            json_pack("[o, [s]]", kfx_synth_ref(p, w), sl),
+                            meta(shape, NULL, p->val[w].ndim), detail, dlen);
+}
+
+/* src ([A, N, E], or [N, A, E] batch first) projected by the in-projection's rows [c0 E,
+ * (c0 + c) E) (weight w, bias b or -1) in one product, split into c heads views [N, H, A, D]:
+ * their vals in part[0..c). tag names the synthetic nodes. 0, or -1. */
+static int project(struct kfx_plan *p, const char *name, const char *tag, int src, int w, int b,
+                   int c0, int c, long long H, bool bf, int *part, char *detail, size_t dlen) {
+    const long long E = p->val[src].shape[2], D = E / H;
+    char t[64];
+    if (c < 3) { /* the rows of this projection */
+        snprintf(t, sizeof(t), "%s_weight", tag);
+        w = rows(p, name, t, w, c0 * E, c * E, detail, dlen);
+        snprintf(t, sizeof(t), "%s_bias", tag);
+        b = b >= 0 ? rows(p, name, t, b, c0 * E, c * E, detail, dlen) : -1;
+        if (w < 0)
+            return -1;
+    }
+    const long long pshape[3] = {p->val[src].shape[0], p->val[src].shape[1], c * E};
+    json_t *largs = b >= 0 ? json_pack("[o, o, o]", kfx_synth_ref(p, src), kfx_synth_ref(p, w),
+                                       kfx_synth_ref(p, b))
+                           : json_pack("[o, o, n]", kfx_synth_ref(p, src), kfx_synth_ref(p, w));
+    snprintf(t, sizeof(t), "%s_proj", tag);
+    int proj = kfx_synth_tagged(p, name, t, "torch.nn.functional.linear", largs,
+                                meta(pshape, NULL, 3), detail, dlen);
+    if (proj < 0)
+        return -1;
+    if (c == 1) { /* viewed as [A, N, H, D] (or [N, A, H, D]), permuted to [N, H, A, D] */
+        const long long hshape[4] = {pshape[0], pshape[1], H, D};
+        snprintf(t, sizeof(t), "%s_heads", tag);
+        int hv = kfx_synth_tagged(
+            p, name, t, "view",
+            json_pack("[o, I, I, I, I]", kfx_synth_ref(p, proj), hshape[0], hshape[1], H, D),
+            meta(hshape, NULL, 4), detail, dlen);
+        if (hv < 0)
+            return -1;
+        long long hs[4], oshape[4], ost[4];
+        strides(hshape, 4, hs);
+        const int perm[4] = {bf ? 0 : 1, 2, bf ? 1 : 0, 3};
+        for (int d = 0; d < 4; d++) {
+            oshape[d] = hshape[perm[d]];
+            ost[d] = hs[perm[d]];
+        }
+        snprintf(t, sizeof(t), "%s_parts", tag);
+        part[0] = kfx_synth_tagged(
+            p, name, t, "permute",
+            json_pack("[o, i, i, i, i]", kfx_synth_ref(p, hv), perm[0], perm[1], perm[2], perm[3]),
+            meta(oshape, ost, 4), detail, dlen);
+        return part[0] < 0 ? -1 : 0;
+    }
+    /* viewed as [A, N, c, H, D] (or [N, A, c, H, D]), permuted to [c, N, H, A, D] */
+    const long long vshape[5] = {pshape[0], pshape[1], c, H, D};
+    json_t *vargs =
+        json_pack("[o, I, I, i, I, I]", kfx_synth_ref(p, proj), vshape[0], vshape[1], c, H, D);
+    snprintf(t, sizeof(t), "%s_heads", tag);
+    int pv = kfx_synth_tagged(p, name, t, "view", vargs, meta(vshape, NULL, 5), detail, dlen);
+    if (pv < 0)
+        return -1;
+    long long vs[5], qshape[5], qst[5];
+    strides(vshape, 5, vs);
+    const int perm[5] = {2, bf ? 0 : 1, 3, bf ? 1 : 0, 4};
+    for (int d = 0; d < 5; d++) {
+        qshape[d] = vshape[perm[d]];
+        qst[d] = vs[perm[d]];
+    }
+    snprintf(t, sizeof(t), "%s_parts", tag);
+    int all = kfx_synth_tagged(p, name, t, "permute",
+                               json_pack("[o, i, i, i, i, i]", kfx_synth_ref(p, pv), perm[0],
+                                         perm[1], perm[2], perm[3], perm[4]),
+                               meta(qshape, qst, 5), detail, dlen);
+    if (all < 0)
+        return -1;
+    for (int i = 0; i < c; i++) {
+        snprintf(t, sizeof(t), "%s_%d", tag, i);
+        part[i] = kfx_synth_tagged(p, name, t, "_operator.getitem",
+                                   json_pack("[o, i]", kfx_synth_ref(p, all), i),
+                                   meta(qshape + 1, qst + 1, 4), detail, dlen);
+        if (part[i] < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long item, char *detail,
                  size_t dlen) {
     const json_t *mha = p->val[t].node, *attrs = json_object_get(mha, "attrs");
@@ -83,8 +178,15 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
     const bool bf = json_is_true(json_object_get(attrs, "batch_first"));
     const json_t *drop = json_object_get(attrs, "dropout");
     const bool training = json_is_true(json_object_get(attrs, "training"));
-    bool ok = item == 0 && path && name && x >= 0 && x == xk && x == xv && p->val[x].ndim == 3 &&
-              !p->val[x].is_int && E > 0 && H > 0 && E % H == 0 && p->val[x].shape[2] == E &&
+    /* the key and value: [S, N, E] (or [N, S, E]) of one S, the query's N */
+    const int bd = bf ? 0 : 1;
+    bool kv = xk >= 0 && xv >= 0 && x >= 0 && p->val[xk].ndim == 3 && p->val[xv].ndim == 3 &&
+              !p->val[xk].is_int && !p->val[xv].is_int && p->val[x].ndim == 3;
+    for (int d = 0; kv && d < 3; d++)
+        kv = p->val[xk].shape[d] == p->val[xv].shape[d] &&
+             (d == 1 - bd || p->val[xk].shape[d] == p->val[x].shape[d]);
+    bool ok = item == 0 && path && name && kv && !p->val[x].is_int && E > 0 && H > 0 &&
+              E % H == 0 && p->val[x].shape[2] == E &&
               json_array_size(json_object_get(mha, "args")) <= 3 &&
               !json_is_true(json_object_get(attrs, "add_zero_attn")) &&
               !(training && json_is_number(drop) && json_number_value(drop) > 0) &&
@@ -99,8 +201,8 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
     }
     if (!ok) {
         snprintf(detail, dlen,
-                 "MultiheadAttention other than as self-attention (query, key and value one "
-                 "tensor) without masks, dropout or bias_kv, read for its output (not yet)");
+                 "MultiheadAttention with masks, dropout in training, bias_kv or add_zero_attn, "
+                 "or of query, key and value not [L, N, E], [S, N, E] and [S, N, E] (not yet)");
         return -1;
     }
     const long long D = E / H, L = p->val[x].shape[bf ? 1 : 0], N = p->val[x].shape[bf ? 0 : 1];
@@ -116,44 +218,17 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
                  "than embed_dim: not yet)");
         return -1;
     }
-    /* the projection, [L, N, 3E] (or [N, L, 3E]) */
-    const long long pshape[3] = {p->val[x].shape[0], p->val[x].shape[1], 3 * E};
-    json_t *largs = b >= 0 ? json_pack("[o, o, o]", kfx_synth_ref(p, x), kfx_synth_ref(p, w),
-                                       kfx_synth_ref(p, b))
-                           : json_pack("[o, o, n]", kfx_synth_ref(p, x), kfx_synth_ref(p, w));
-    int proj = kfx_synth_tagged(p, name, "in_proj", "torch.nn.functional.linear", largs,
-                                meta(pshape, NULL, 3), detail, dlen);
-    if (proj < 0)
-        return -1;
-    /* viewed as [L, N, 3, H, D] (or [N, L, 3, H, D]), permuted to [3, N, H, L, D] */
-    const long long vshape[5] = {pshape[0], pshape[1], 3, H, D};
-    json_t *vargs =
-        json_pack("[o, I, I, i, I, I]", kfx_synth_ref(p, proj), vshape[0], vshape[1], 3, H, D);
-    int pv = kfx_synth_tagged(p, name, "heads", "view", vargs, meta(vshape, NULL, 5), detail, dlen);
-    if (pv < 0)
-        return -1;
-    long long vs[5], qshape[5], qst[5];
-    strides(vshape, 5, vs);
-    const int perm[5] = {2, bf ? 0 : 1, 3, bf ? 1 : 0, 4};
-    for (int d = 0; d < 5; d++) {
-        qshape[d] = vshape[perm[d]];
-        qst[d] = vs[perm[d]];
-    }
-    int qkv = kfx_synth_tagged(p, name, "qkv", "permute",
-                               json_pack("[o, i, i, i, i, i]", kfx_synth_ref(p, pv), perm[0],
-                                         perm[1], perm[2], perm[3], perm[4]),
-                               meta(qshape, qst, 5), detail, dlen);
-    if (qkv < 0)
-        return -1;
+    /* q, k and v, [N, H, L, D] and [N, H, S, D]: one product for what is one tensor */
     int part[3];
-    for (int i = 0; i < 3; i++) {
-        static const char *const tags[] = {"q", "k", "v"};
-        part[i] = kfx_synth_tagged(p, name, tags[i], "_operator.getitem",
-                                   json_pack("[o, i]", kfx_synth_ref(p, qkv), i),
-                                   meta(qshape + 1, qst + 1, 4), detail, dlen);
-        if (part[i] < 0)
+    if (x == xk && x == xv) {
+        if (project(p, name, "qkv", x, w, b, 0, 3, H, bf, part, detail, dlen) != 0)
             return -1;
-    }
+    } else if (project(p, name, "q", x, w, b, 0, 1, H, bf, part, detail, dlen) != 0 ||
+               (xk == xv ? project(p, name, "kv", xk, w, b, 1, 2, H, bf, part + 1, detail, dlen)
+                         : project(p, name, "k", xk, w, b, 1, 1, H, bf, part + 1, detail, dlen) ||
+                               project(p, name, "v", xv, w, b, 2, 1, H, bf, part + 2, detail,
+                                       dlen)) != 0)
+        return -1;
     const long long yshape[4] = {N, H, L, D};
     int y =
         kfx_synth_tagged(p, name, "attention", "torch.nn.functional.scaled_dot_product_attention",
