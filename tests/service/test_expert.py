@@ -33,6 +33,15 @@ def run_expert(stack: Stack, workers, name: str, policy: dict[str, Any] | None =
     return ep
 
 
+def ndjson_line(line: str, r: Any) -> dict[str, Any]:
+    """One export line parsed; where it is not JSON, the bytes around the fault and the reply's
+    headers in the failure (CI once saw a record that did not parse, and nothing more)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise AssertionError(f"{e}: {line[max(0, e.pos - 120) : e.pos + 120]!r}; {dict(r.headers)}") from e
+
+
 def calls(ep: dict[str, Any]) -> list[list[str]]:
     return [[c["function"]["name"] for c in t["assistant"].get("tool_calls", [])] for t in ep["turns"]]
 
@@ -94,9 +103,8 @@ def test_expert_plans_and_tunes_several_kernels(stack: Stack, workers, name: str
     cand = stack.api.get(f"/v1/candidates/{ep['best_candidate_id']}").json()
     assert set(cand["files"]) == {"model_new.py"} | {f"kernels/kf_op{k}.cpp" for k in range(n)}
     # the trajectory is exported: every turn, the reward
-    lines = [
-        json.loads(x) for x in stack.api.get(f"/v1/export?task_id={ep['task_id']}").text.split("\n") if x
-    ]
+    r = stack.api.get(f"/v1/export?task_id={ep['task_id']}")
+    lines = [ndjson_line(x, r) for x in r.text.split("\n") if x]
     mine = [x for x in lines if x.get("episode_id") == ep["id"]]
     assert len(mine) == 1 and len(mine[0]["turns"]) == len(ep["turns"]), lines[-1]
     assert mine[0]["final"]["reward"] == res["reward"]
