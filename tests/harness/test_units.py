@@ -204,3 +204,26 @@ def test_the_guard_stops_a_forbidden_operator_on_every_call():
         assert g.violations == [] and g.ops == 2 and y.shape == (2, 4)
     assert isinstance(ALLOWED_PACKETS, frozenset) and torch.ops.aten.add not in ALLOWED_PACKETS
     assert x.tolist() == [1.0] * 8, "a stopped operator never ran"
+
+
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n",
+            "535.104.05",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16)\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
+            "570.86.15",
+        ),
+        ("GCC version:  gcc version 12.2.0\n", None),
+    ],
+)
+def test_driver_version_of_proc_text(text, want):
+    """The open kernel module's line ("... Open Kernel Module for x86_64  570.86.15") once gave
+    the driver as "for" in every H200 verdict."""
+    from kforge_harness.envinfo import parse_driver
+
+    assert parse_driver(text) == want

@@ -22,11 +22,18 @@ def cpu_model() -> str:
     return platform.processor() or "unknown cpu"
 
 
+def parse_driver(text: str) -> str | None:
+    """The driver's version from /proc/driver/nvidia/version's NVRM line: the first number with
+    dots after "Kernel Module" ("NVIDIA UNIX x86_64 Kernel Module  535.104.05  ..." and the open
+    module's "NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  ..." alike)."""
+    m = re.search(r"Kernel Module\b[^\n]*?\s(\d+\.\d+(?:\.\d+)*)\s", text + " ")
+    return m.group(1) if m else None
+
+
 def driver_version() -> str | None:
     try:
         with open("/proc/driver/nvidia/version") as f:
-            m = re.search(r"Kernel Module\s+(\S+)", f.read())
-            return m.group(1) if m else None
+            return parse_driver(f.read())
     except OSError:
         return None
 
