@@ -1221,8 +1221,8 @@ def test_recurrent_layers_are_named(tmp_path: Path) -> None:
 
 
 def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:
-    """The attention weights (item 1) are planned only when nothing reads them; a mask is
-    refused too, both naming MultiheadAttention."""
+    """The attention weights (item 1) are planned only when nothing reads them; a key padding
+    mask is refused too, both naming MultiheadAttention."""
     task = tmp_path / "t.py"
     task.write_text(
         MHA.replace("a, _ = self.attn(s, s, s)", "a, w = self.attn(s, s, s)\n        a = a + w.sum()")
@@ -1230,7 +1230,9 @@ def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:
     g = generate("cpu", graph_of(task, tmp_path, "cpu"))
     assert not g["ok"] and "MultiheadAttention" in g["detail"], g
     task.write_text(
-        MHA.replace("a, _ = self.attn(s, s, s)", "a, _ = self.attn(s, s, s, attn_mask=s[:, 0, :20] > 0)")
+        MHA.replace(
+            "a, _ = self.attn(s, s, s)", "a, _ = self.attn(s, s, s, key_padding_mask=s[:, :, 0].t() > 0)"
+        )
     )
     g = generate("cpu", graph_of(task, tmp_path, "cpu"))
     assert not g["ok"] and "MultiheadAttention" in g["detail"], g

@@ -9,8 +9,11 @@
  *   y = F.scaled_dot_product_attention(q, k, v)                  (expert_plan_attention.c)
  *   y.permute(2, 0, 1, 3).reshape(L, N, E)                       (batch_first: transpose(1, 2))
  *   F.linear(y, out_proj.weight, out_proj.bias)
- * The attention weights (item 1) where something reads them, masks, dropout in training,
- * separate key or value sizes, bias_k/bias_v and add_zero_attn are refused. */
+ * An attn_mask of [L, S] is added to the scores (a bool one as -inf where it is true); with
+ * is_causal and need_weights=False the attention is causal, the mask only a hint, as PyTorch
+ * computes it. The attention weights (item 1) where something reads them, key padding masks,
+ * dropout in training, separate key or value sizes, bias_k/bias_v and add_zero_attn are
+ * refused. */
 #include <stdio.h>
 #include <string.h>
 
@@ -193,19 +196,50 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
               json_object_get(json_object_get(mha, "parameters"), "bias_k") == NULL;
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)kw, key, val) { /* masks and the weights' form: refused */
+    json_object_foreach((json_t *)kw, key, val) { /* a key padding mask: refused */
         if (!json_is_null(val) && strcmp(key, "need_weights") != 0 &&
-            strcmp(key, "average_attn_weights") != 0 &&
-            !(!strcmp(key, "is_causal") && json_is_false(val)))
+            strcmp(key, "average_attn_weights") != 0 && strcmp(key, "attn_mask") != 0 &&
+            !(!strcmp(key, "is_causal") && json_is_boolean(val)))
             ok = false;
     }
-    if (!ok) {
+    const long long L = ok ? p->val[x].shape[bf ? 1 : 0] : 0, S = ok ? p->val[xk].shape[bd ^ 1] : 0;
+    const json_t *mj = json_object_get(kw, "attn_mask");
+    const int m = mj && !json_is_null(mj) ? kfx_arg_val(p, mj) : -1;
+    const bool causal = json_is_true(json_object_get(kw, "is_causal"));
+    const json_t *nw = json_object_get(kw, "need_weights");
+    if (ok && mj && !json_is_null(mj)) /* an [L, S] mask, float or bool */
+        ok = m >= 0 && p->val[m].ndim == 2 && p->val[m].shape[0] == L && p->val[m].shape[1] == S &&
+             p->val[m].kind != KFX_TUPLE && p->val[m].kind != KFX_SIZE && !p->val[m].is_int;
+    if (!ok || (causal && m < 0)) {
         snprintf(detail, dlen,
-                 "MultiheadAttention with masks, dropout in training, bias_kv or add_zero_attn, "
-                 "or of query, key and value not [L, N, E], [S, N, E] and [S, N, E] (not yet)");
+                 "MultiheadAttention with a key padding mask, an attn_mask other than [L, S], "
+                 "dropout in training, bias_kv or add_zero_attn, or of query, key and value not "
+                 "[L, N, E], [S, N, E] and [S, N, E] (not yet)");
         return -1;
     }
-    const long long D = E / H, L = p->val[x].shape[bf ? 1 : 0], N = p->val[x].shape[bf ? 0 : 1];
+    /* PyTorch's multi_head_attention_forward: with is_causal and need_weights=False the mask is
+     * only a hint (causal attention, the mask's values unread); else a bool mask is -inf where
+     * it is true, added to the scores as a float mask is */
+    const bool use_causal = causal && json_is_false(nw);
+    int mask = -1;
+    if (m >= 0 && !use_causal) {
+        const json_t *mn = p->val[m].node;
+        const char *mdt =
+            mn ? json_string_value(json_object_get(json_object_get(mn, "output"), "dtype")) : NULL;
+        mask = m;
+        if (mdt && !strcmp(mdt, "bool")) {
+            char e[64], tag[192];
+            snprintf(e, sizeof(e), "v%d != 0.0f ? (-INFINITY) : 0.0f", m);
+            mask = kfx_new_lazy(p, m, e);
+            if (mask < 0)
+                return -1;
+            snprintf(tag, sizeof(tag), "%s@float_mask", name);
+            const long long msh[2] = {L, S};
+            p->val[mask].node =
+                kfx_plan_synth(p, tag, "kforge.float_mask", json_array(), meta(msh, NULL, 2));
+        }
+    }
+    const long long D = E / H, N = p->val[x].shape[bf ? 0 : 1];
     int w = param(p, name, path, "in_proj_weight", detail, dlen);
     int b = param(p, name, path, "in_proj_bias", detail, dlen);
     char op[160];
@@ -230,11 +264,15 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
                                        dlen)) != 0)
         return -1;
     const long long yshape[4] = {N, H, L, D};
-    int y =
-        kfx_synth_tagged(p, name, "attention", "torch.nn.functional.scaled_dot_product_attention",
-                         json_pack("[o, o, o]", kfx_synth_ref(p, part[0]),
-                                   kfx_synth_ref(p, part[1]), kfx_synth_ref(p, part[2])),
-                         meta(yshape, NULL, 4), detail, dlen);
+    int y = kfx_synth_tagged(
+        p, name, "attention", "torch.nn.functional.scaled_dot_product_attention",
+        mask >= 0 ? json_pack("[o, o, o, o]", kfx_synth_ref(p, part[0]), kfx_synth_ref(p, part[1]),
+                              kfx_synth_ref(p, part[2]), kfx_synth_ref(p, mask))
+        : use_causal ? json_pack("[o, o, o, n, f, b]", kfx_synth_ref(p, part[0]),
+                                 kfx_synth_ref(p, part[1]), kfx_synth_ref(p, part[2]), 0.0, 1)
+                     : json_pack("[o, o, o]", kfx_synth_ref(p, part[0]), kfx_synth_ref(p, part[1]),
+                                 kfx_synth_ref(p, part[2])),
+        meta(yshape, NULL, 4), detail, dlen);
     if (y < 0)
         return -1;
     /* back to [L, N, H, D] (or [N, L, H, D]) and [L, N, E] */
