@@ -9,11 +9,11 @@
  *   y = F.scaled_dot_product_attention(q, k, v)                  (expert_plan_attention.c)
  *   y.permute(2, 0, 1, 3).reshape(L, N, E)                       (batch_first: transpose(1, 2))
  *   F.linear(y, out_proj.weight, out_proj.bias)
- * An attn_mask of [L, S] is added to the scores (a bool one as -inf where it is true); with
- * is_causal and need_weights=False the attention is causal, the mask only a hint, as PyTorch
- * computes it. The attention weights (item 1) where something reads them, key padding masks,
- * dropout in training, separate key or value sizes, bias_k/bias_v and add_zero_attn are
- * refused. */
+ * An attn_mask of [L, S] and a key padding mask of [N, S] are added to the scores (a bool one
+ * as -inf where it is true); with is_causal, need_weights=False and no key padding mask the
+ * attention is causal, the mask only a hint, as PyTorch computes it. The attention weights
+ * (item 1) where something reads them, a mask that is a view of a bool tensor, dropout in
+ * training, separate key or value sizes, bias_k/bias_v and add_zero_attn are refused. */
 #include <stdio.h>
 #include <string.h>
 
@@ -163,6 +163,58 @@ static int project(struct kfx_plan *p, const char *name, const char *tag, int sr
     return 0;
 }
 
+/* Whether val v is a float or bool tensor of [a, b]. */
+static bool mask_of(const struct kfx_plan *p, int v, long long a, long long b) {
+    return v >= 0 && p->val[v].ndim == 2 && p->val[v].shape[0] == a && p->val[v].shape[1] == b &&
+           p->val[v].kind != KFX_TUPLE && p->val[v].kind != KFX_SIZE && !p->val[v].is_int;
+}
+
+/* "vR" when mask val v is float, the -inf-where-true of vR when it is bool, into e (r: v or a
+ * view of it). */
+static void mask_term(const struct kfx_plan *p, int v, int r, char *e, size_t n) {
+    const json_t *o = p->val[v].node ? json_object_get(p->val[v].node, "output") : NULL;
+    const char *dt = json_string_value(json_object_get(o, "dtype"));
+    if (dt && !strcmp(dt, "bool"))
+        snprintf(e, n, "(v%d != 0.0f ? (-INFINITY) : 0.0f)", r);
+    else
+        snprintf(e, n, "v%d", r);
+}
+
+/* The float mask added to the scores [N, H, L, S], as PyTorch merges them: attn_mask m ([L, S])
+ * plus the key padding mask kp ([N, S]) viewed as [N, 1, 1, S], either -1 when absent; a lazy
+ * val of [L, S], [N, 1, 1, S] or [N, 1, L, S], or -1. */
+static int scores_mask(struct kfx_plan *p, const char *name, int m, int kp, long long N,
+                       long long L, long long S) {
+    char tm[64] = "", tk[64] = "", e[160], tag[192], detail[256];
+    int like = m;
+    long long shape[4] = {L, S, 0, 0};
+    int nd = 2;
+    if (kp >= 0) {
+        const long long vsh[4] = {N, 1, 1, S};
+        like = kfx_synth_tagged(p, name, "padding", "view",
+                                json_pack("[o, I, i, i, I]", kfx_synth_ref(p, kp), N, 1, 1, S),
+                                meta(vsh, NULL, 4), detail, sizeof(detail));
+        if (like < 0)
+            return -1;
+        mask_term(p, kp, like, tk, sizeof(tk));
+        const long long full[4] = {N, 1, m >= 0 ? L : 1, S};
+        memcpy(shape, full, sizeof(full));
+        nd = 4;
+    }
+    if (m >= 0)
+        mask_term(p, m, m, tm, sizeof(tm));
+    snprintf(e, sizeof(e), "%s%s%s", tm, tm[0] && tk[0] ? " + " : "", tk);
+    int v = like >= 0 ? kfx_new_lazy(p, like, e) : -1;
+    if (v < 0)
+        return -1;
+    p->val[v].ndim = nd;
+    memcpy(p->val[v].shape, shape, sizeof(shape));
+    snprintf(tag, sizeof(tag), "%s@float_mask", name);
+    p->val[v].node =
+        kfx_plan_synth(p, tag, "kforge.float_mask", json_array(), meta(shape, NULL, nd));
+    return p->val[v].node ? v : -1;
+}
+
 int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long item, char *detail,
                  size_t dlen) {
     const json_t *mha = p->val[t].node, *attrs = json_object_get(mha, "attrs");
@@ -196,50 +248,40 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
               json_object_get(json_object_get(mha, "parameters"), "bias_k") == NULL;
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)kw, key, val) { /* a key padding mask: refused */
+    json_object_foreach((json_t *)kw, key, val) { /* anything else: refused */
         if (!json_is_null(val) && strcmp(key, "need_weights") != 0 &&
             strcmp(key, "average_attn_weights") != 0 && strcmp(key, "attn_mask") != 0 &&
+            strcmp(key, "key_padding_mask") != 0 &&
             !(!strcmp(key, "is_causal") && json_is_boolean(val)))
             ok = false;
     }
     const long long L = ok ? p->val[x].shape[bf ? 1 : 0] : 0, S = ok ? p->val[xk].shape[bd ^ 1] : 0;
-    const json_t *mj = json_object_get(kw, "attn_mask");
+    const long long N = ok ? p->val[x].shape[bd] : 0;
+    const json_t *mj = json_object_get(kw, "attn_mask"),
+                 *kj = json_object_get(kw, "key_padding_mask");
     const int m = mj && !json_is_null(mj) ? kfx_arg_val(p, mj) : -1;
+    const int kp = kj && !json_is_null(kj) ? kfx_arg_val(p, kj) : -1;
     const bool causal = json_is_true(json_object_get(kw, "is_causal"));
     const json_t *nw = json_object_get(kw, "need_weights");
     if (ok && mj && !json_is_null(mj)) /* an [L, S] mask, float or bool */
-        ok = m >= 0 && p->val[m].ndim == 2 && p->val[m].shape[0] == L && p->val[m].shape[1] == S &&
-             p->val[m].kind != KFX_TUPLE && p->val[m].kind != KFX_SIZE && !p->val[m].is_int;
+        ok = mask_of(p, m, L, S);
+    if (ok && kj && !json_is_null(kj)) /* an [N, S] mask */
+        ok = mask_of(p, kp, N, S);
     if (!ok || (causal && m < 0)) {
         snprintf(detail, dlen,
-                 "MultiheadAttention with a key padding mask, an attn_mask other than [L, S], "
-                 "dropout in training, bias_kv or add_zero_attn, or of query, key and value not "
-                 "[L, N, E], [S, N, E] and [S, N, E] (not yet)");
+                 "MultiheadAttention with an attn_mask other than [L, S] or a key padding mask "
+                 "other than [N, S], dropout in training, bias_kv or add_zero_attn, or of query, "
+                 "key and value not [L, N, E], [S, N, E] and [S, N, E] (not yet)");
         return -1;
     }
-    /* PyTorch's multi_head_attention_forward: with is_causal and need_weights=False the mask is
-     * only a hint (causal attention, the mask's values unread); else a bool mask is -inf where
-     * it is true, added to the scores as a float mask is */
-    const bool use_causal = causal && json_is_false(nw);
-    int mask = -1;
-    if (m >= 0 && !use_causal) {
-        const json_t *mn = p->val[m].node;
-        const char *mdt =
-            mn ? json_string_value(json_object_get(json_object_get(mn, "output"), "dtype")) : NULL;
-        mask = m;
-        if (mdt && !strcmp(mdt, "bool")) {
-            char e[64], tag[192];
-            snprintf(e, sizeof(e), "v%d != 0.0f ? (-INFINITY) : 0.0f", m);
-            mask = kfx_new_lazy(p, m, e);
-            if (mask < 0)
-                return -1;
-            snprintf(tag, sizeof(tag), "%s@float_mask", name);
-            const long long msh[2] = {L, S};
-            p->val[mask].node =
-                kfx_plan_synth(p, tag, "kforge.float_mask", json_array(), meta(msh, NULL, 2));
-        }
-    }
-    const long long D = E / H, N = p->val[x].shape[bf ? 0 : 1];
+    /* PyTorch's multi_head_attention_forward: with is_causal, need_weights=False and no key
+     * padding mask, the attn_mask is only a hint (causal attention, its values unread); else
+     * the masks, a bool one -inf where it is true, are added to the scores */
+    const bool use_causal = causal && json_is_false(nw) && kp < 0;
+    const int mask = use_causal || (m < 0 && kp < 0) ? -1 : scores_mask(p, name, m, kp, N, L, S);
+    if (!use_causal && (m >= 0 || kp >= 0) && mask < 0)
+        return -1;
+    const long long D = E / H;
     int w = param(p, name, path, "in_proj_weight", detail, dlen);
     int b = param(p, name, path, "in_proj_bias", detail, dlen);
     char op[160];
