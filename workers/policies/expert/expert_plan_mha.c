@@ -184,8 +184,8 @@ static void mask_term(const struct kfx_plan *p, int v, int r, char *e, size_t n)
  * plus the key padding mask kp ([N, S]) viewed as [N, 1, 1, S], either -1 when absent; a lazy
  * val of [L, S], [N, 1, 1, S] or [N, 1, L, S], or -1. */
 static int scores_mask(struct kfx_plan *p, const char *name, int m, int kp, long long N,
-                       long long L, long long S) {
-    char tm[64] = "", tk[64] = "", e[160], tag[192], detail[256];
+                       long long L, long long S, char *detail, size_t dlen) {
+    char tm[64] = "", tk[64] = "", e[160], tag[192];
     int like = m;
     long long shape[4] = {L, S, 0, 0};
     int nd = 2;
@@ -193,7 +193,7 @@ static int scores_mask(struct kfx_plan *p, const char *name, int m, int kp, long
         const long long vsh[4] = {N, 1, 1, S};
         like = kfx_synth_tagged(p, name, "padding", "view",
                                 json_pack("[o, I, i, i, I]", kfx_synth_ref(p, kp), N, 1, 1, S),
-                                meta(vsh, NULL, 4), detail, sizeof(detail));
+                                meta(vsh, NULL, 4), detail, dlen);
         if (like < 0)
             return -1;
         mask_term(p, kp, like, tk, sizeof(tk));
@@ -205,13 +205,17 @@ static int scores_mask(struct kfx_plan *p, const char *name, int m, int kp, long
         mask_term(p, m, m, tm, sizeof(tm));
     snprintf(e, sizeof(e), "%s%s%s", tm, tm[0] && tk[0] ? " + " : "", tk);
     int v = like >= 0 ? kfx_new_lazy(p, like, e) : -1;
-    if (v < 0)
+    if (v < 0) {
+        snprintf(detail, dlen, "MultiheadAttention's masks: more values than a plan holds");
         return -1;
+    }
     p->val[v].ndim = nd;
     memcpy(p->val[v].shape, shape, sizeof(shape));
     snprintf(tag, sizeof(tag), "%s@float_mask", name);
     p->val[v].node =
         kfx_plan_synth(p, tag, "kforge.float_mask", json_array(), meta(shape, NULL, nd));
+    if (p->val[v].node == NULL)
+        snprintf(detail, dlen, "MultiheadAttention's masks: out of memory");
     return p->val[v].node ? v : -1;
 }
 
@@ -278,7 +282,8 @@ int kfx_plan_mha(struct kfx_plan *p, const json_t *node, int k, int t, long long
      * padding mask, the attn_mask is only a hint (causal attention, its values unread); else
      * the masks, a bool one -inf where it is true, are added to the scores */
     const bool use_causal = causal && json_is_false(nw) && kp < 0;
-    const int mask = use_causal || (m < 0 && kp < 0) ? -1 : scores_mask(p, name, m, kp, N, L, S);
+    const int mask =
+        use_causal || (m < 0 && kp < 0) ? -1 : scores_mask(p, name, m, kp, N, L, S, detail, dlen);
     if (!use_causal && (m >= 0 || kp >= 0) && mask < 0)
         return -1;
     const long long D = E / H;
