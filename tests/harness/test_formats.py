@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,33 +54,6 @@ def test_native_build_is_cached(harness):
     assert code == 0 and v["build"]["cached"] is True
 
 
-SPLIT_MODEL = """import kforge_runtime as kr
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.k = kr.load()
-
-    def forward(self, x):
-        y = torch.empty_like(x)
-        z = torch.empty_like(x)
-        self.k.kf_relu(x, y, x.numel())
-        self.k.kf_twice(y, z, x.numel())
-        return z
-"""
-SPLIT_KERNELS = {
-    "kernels/relu.cpp": 'extern "C" int kf_relu(const float *x, float *y, long n) {\n'
-    "    for (long i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;\n    return 0;\n}\n",
-    "kernels/twice.cpp": '#include "twice.h"\nextern "C" int kf_twice(const float *x, float *y, long n) {\n'
-    "    for (long i = 0; i < n; ++i) y[i] = kf_two * x[i];\n    return 0;\n}\n",
-    "kernels/twice.h": "static const float kf_two = 2.0f;\n",
-    "kernels/unused.cpp": 'extern "C" int kf_unused(void) { return 0; }\n',
-}
-
-
 JAIL = Path(__file__).resolve().parents[2] / "build" / "kforge-jail"
 
 
@@ -89,10 +63,9 @@ def test_several_sources_build_at_once(harness, tmp_path, jobs, jail):
     header beside them included); with one job, in one call. A source that does not compile
     fails the build with its own diagnostics either way."""
     cand = tmp_path / "cand"
-    for name, text in {"model_new.py": SPLIT_MODEL, **SPLIT_KERNELS}.items():
-        (cand / name).parent.mkdir(parents=True, exist_ok=True)
-        mark = "#" if name.endswith(".py") else "//"  # not the other case's build, cached
-        (cand / name).write_text(f"{mark} jobs {jobs}, jail {jail}\n{text}")
+    shutil.copytree(CASES / "split_sources", cand)
+    for f in (cand / "kernels").iterdir():  # not the other cases' build, cached
+        f.write_text(f"// jobs {jobs}, jail {jail}\n{f.read_text()}")
     args = ["evaluate", "--task", TASK, "--candidate", str(cand), "--backend", "cpu", "--no-compile"]
     if jail:  # each compiler call in its own jail of the build profile
         assert JAIL.exists(), "make build"

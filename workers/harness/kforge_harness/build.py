@@ -19,8 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kforge_harness import elfsyms, jailwrap
 from kforge_harness.candidate import Candidate
@@ -176,10 +177,15 @@ def split_command(
     return compiles, [cmd[0], *flags, "-o", out, *objs, *libs]
 
 
-def _run_all(cmds: list[list[str]], cwd: str, deadline: float, prefix_for: Any, jobs: int) -> tuple[int, str]:
+def _run_all(
+    cmds: list[list[str]],
+    cwd: str,
+    deadline: float,
+    prefix_for: Callable[[float], list[str] | None],
+    jobs: int,
+) -> tuple[int, str]:
     """Runs cmds, jobs at a time, each before deadline (time.monotonic): the first failing
     status (0 when none failed) and every call's output in order."""
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(c: list[str]) -> tuple[int, str]:
         left = deadline - time.monotonic()

@@ -1,0 +1,1 @@
+static const float kf_two = 2.0f;

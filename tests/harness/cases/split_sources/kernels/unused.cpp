@@ -1,0 +1,1 @@
+extern "C" int kf_unused(void) { return 0; }
