@@ -1134,7 +1134,12 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         assert kinds.count("gather") == 6 and "ew" not in kinds, kinds
     if name == "nll":  # the log_softmax read only by the nll: no pass of its own
         assert kinds.count("xent") == 3 and "softmax" not in kinds, kinds
-    compile_all("cuda", {str(i): st["variants"][0] for i, st in enumerate(g["steps"])}, tmp_path)
+    if name in ("lstm_state", "gru_rnn"):  # one step for each recurrent layer, as many as layers
+        assert kinds.count("rnn") == 1 + 2 * (name == "gru_rnn"), kinds
+    # every variant of a recurrent layer's kernel (1: the recurrent product inside the cell)
+    sources = {f"{i}_{v}": src for i, st in enumerate(g["steps"]) for v, src in enumerate(st["variants"])
+               if v == 0 or st["kind"] == "rnn"}  # fmt: skip
+    compile_all("cuda", sources, tmp_path)
     cand = tmp_path / "cand"
     g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand), "0")
     assert g["ok"], g["detail"]
@@ -1212,12 +1217,44 @@ def test_embedding_forms_not_planned_are_named(tmp_path: Path) -> None:
         assert not g["ok"] and "embedding" in g["detail"], g
 
 
-def test_recurrent_layers_are_named(tmp_path: Path) -> None:
-    """KernelBench's LSTM tasks read an initial state the module does not own before the LSTM:
-    the refusal names the LSTM, the reason, not the state."""
-    task = ROOT / "tests" / "harness" / "cases" / "task_assigns_state.py"
+LSTM = TASK_FILES["lstm_state"]
+
+
+CALL = "out, state = self.lstm(x, (self.h0, self.c0))"
+
+
+@pytest.mark.parametrize(
+    "edits,named",
+    [
+        # a cell (one step): not yet
+        ([(CALL, CALL + "\n        return self.cell(x[:, 0])[0]"),
+          ("self.fc = nn.Linear", "self.cell = nn.LSTMCell(input_size, hidden_size)\n        self.fc = nn.Linear")],
+         "of type LSTMCell (recurrent cells"),
+        ([("dropout=0.0)", "dropout=0.0, proj_size=4)"), (CALL, "out, state = self.lstm(x)"),
+          ("nn.Linear(hidden_size,", "nn.Linear(4,")], "proj_size"),
+        # dropout between layers in training mode draws at random
+        ([("dropout=0.0)", "dropout=0.5)")], "dropout 0.5 in training mode"),
+        # a state __init__ made otherwise than by a draw: no candidate can make it again
+        ([("self.h0 = torch.randn((num_layers, batch_size, hidden_size))",
+           "self.h0 = torch.randn((num_layers, batch_size, hidden_size)) * 0.5")],
+         "h0 that the module does not own"),
+        # drawn after the module's parameters: the replay cannot reach it
+        ([("        self.fc = nn.Linear(hidden_size, output_size)\n",
+           "        self.fc = nn.Linear(hidden_size, output_size)\n        self.h0 = torch.randn(3, 3, 16)\n")],
+         "h0 that the module does not own"),
+    ],
+)  # fmt: skip
+def test_recurrent_refusals_are_named(tmp_path: Path, edits: list, named: str) -> None:
+    """What a recurrent layer cannot do ends the plan naming it: a cell, an LSTM's projection,
+    dropout in training mode, and initial states that ModelNew could not make again."""
+    src = LSTM
+    for old, new in edits:
+        assert old in src
+        src = src.replace(old, new)
+    task = tmp_path / "t.py"
+    task.write_text(src)
     g = generate("cpu", graph_of(task, tmp_path, "cpu"))
-    assert not g["ok"] and "of type LSTM (recurrent layers" in g["detail"], g
+    assert not g["ok"] and named in g["detail"], g
 
 
 def test_multihead_attention_weights_are_refused(tmp_path: Path) -> None:

@@ -281,6 +281,24 @@ EDGES = {
         "pass",
         "[torch.randn(65536, 1000), torch.randint(0, 1000, (65536,))]",
     ),
+    # KernelBench's LSTM (level 3, 36_LTSMHn): initial states drawn in __init__ and moved in
+    # forward(), c0 made h0 there; h_n returned
+    "lstm_kernelbench": (
+        "x",
+        "self.h0 = self.h0.to(x.device)\n        self.c0 = self.h0.to(x.device)\n"
+        "        out, state = self.lstm(x, (self.h0, self.c0))\n        out = self.fc(out[:, -1, :])\n"
+        "        return state[0]",
+        "self.h0 = torch.randn((6, 10, 256))\n        self.c0 = torch.randn((6, 10, 256))\n"
+        "        self.lstm = nn.LSTM(128, 256, 6, batch_first=True)\n        self.fc = nn.Linear(256, 10)",
+        "[torch.randn(10, 512, 128)]",
+    ),
+    # KernelBench's bidirectional GRU (level 3, 41_GRUBidirectional): sequence first, output returned
+    "gru_bidirectional": (
+        "x",
+        "self.h0 = self.h0.to(x.device)\n        output, h_n = self.gru(x, self.h0)\n        return output",
+        "self.h0 = torch.randn((12, 10, 256))\n        self.gru = nn.GRU(128, 256, 6, bidirectional=True)",
+        "[torch.randn(512, 10, 128)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",

@@ -73,6 +73,25 @@ def test_forward_that_assigns_to_its_module(harness):
     assert g["outputs"]["shape"] == [4, 3]
 
 
+def test_tensors_made_at_init_are_replayable(harness):
+    """The tensors __init__ makes without owning them are listed with how to make them again
+    (the judge seeds both modules alike): drawn or constant before the parameters, in order; the
+    list stops at one drawn after them. The trace reads the module as __init__ left it: forward()
+    makes c0 the same tensor as h0, and the LSTM's state is h0 twice, not c0."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_init_draws.py"))
+    assert code == 0, err
+    assert g["init_draws"] == [
+        {"name": "h0", "fn": "randn", "shape": [2, 4, 12]},
+        {"name": "mask", "fn": "zeros", "shape": [4, 12]},
+        {"name": "scale", "fn": "rand", "shape": [12]},
+        {"name": "c0", "fn": "randn", "shape": [2, 4, 12]},
+    ]
+    attrs = [n["target"] for n in g["graph"]["nodes"] if n["op"] == "get_attr"]
+    assert "h0" in attrs and "c0" not in attrs, attrs
+    code, g, err = harness("inspect", "--task", str(ROOT / "examples/tasks/linear_bias_relu.py"))
+    assert code == 0 and g["init_draws"] == [], err
+
+
 def test_numbers_computed_from_sizes_keep_their_value(harness):
     """A pad by x2.size(2) - x1.size(2): the graph holds the subtraction, and inspect writes the
     number it came to in this run, for a policy that bakes it into a kernel."""

@@ -207,14 +207,71 @@ def aten_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
 
 
 def _instantiate(path: str, backend: str, device: str) -> tuple[Any, torch.nn.Module, list[Any], Any]:
+    """The task, its module as __init__ left it, the inputs, and the output of one call. The
+    call runs on a copy: a forward that assigns to its module (KernelBench's ``self.c0 =
+    self.h0.to(x.device)``) would otherwise leave two attributes one tensor, which the trace
+    could only name as one of them."""
     task = load_task(path, backend)
     torch.manual_seed(0)
     with torch.device(device):
         model = task.model_class()(*task.get_init_inputs())
         args = task.get_inputs()
+        called = copy.deepcopy(model)
         with torch.no_grad():
-            out = model(*args)
+            out = called(*args)
     return task, model, args, out
+
+
+def _unowned_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The tensors the module's __init__ kept as plain attributes (not parameters or buffers,
+    so not in its state_dict), by dotted name, in the order each module assigned them."""
+    found = []
+    for prefix, mod in model.named_modules():
+        for k, v in vars(mod).items():
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+                found.append((f"{prefix}.{k}" if prefix else k, v))
+    return found
+
+
+_REPLAY_SEED = 20261205
+
+
+def init_draws(task: Any, meta_model: torch.nn.Module) -> list[dict[str, Any]]:
+    """How __init__ made the tensors it does not own, for a candidate to make them again.
+
+    KernelBench's recurrent tasks draw their initial states first (``self.h0 =
+    torch.randn(...)``): no state_dict carries them, and the judge builds both modules after
+    the same manual_seed, so a candidate whose __init__ draws the same shapes in the same order
+    first holds the same values. The module is built again on the CPU (only when it has such
+    tensors) and each tensor compared with a replay from the same seed: zeros, ones, or the next
+    randn or rand draw. The list stops at the first tensor made otherwise (what follows could
+    not be replayed), and is empty when there is none."""
+    unowned = _unowned_tensors(meta_model)
+    if not unowned:
+        return []
+    torch.manual_seed(_REPLAY_SEED)
+    real = task.model_class()(*task.get_init_inputs())
+    gen = torch.Generator().manual_seed(_REPLAY_SEED)
+    draws: list[dict[str, Any]] = []
+    for name, t in _unowned_tensors(real):
+        if t.dtype != torch.float32 or t.is_meta or t.device.type != "cpu":
+            break
+        fn = None
+        if not torch.any(t):
+            fn = "zeros"
+        elif bool(torch.all(t == 1)):
+            fn = "ones"
+        else:
+            state = gen.get_state()
+            for draw in (torch.randn, torch.rand):
+                gen.set_state(state)
+                if torch.equal(draw(tuple(t.shape), generator=gen), t):
+                    fn = draw.__name__
+                    break
+        if fn is None:
+            break
+        draws.append({"name": name, "fn": fn, "shape": list(t.shape)})
+    return draws
 
 
 def inspect_task(path: str, backend: str = "cuda") -> dict[str, Any]:
@@ -249,6 +306,7 @@ def inspect_task(path: str, backend: str = "cuda") -> dict[str, Any]:
             for n, b in model.named_buffers()
         ],
     }
+    result["init_draws"] = init_draws(task, model)
     try:
         result["graph"] = fx_graph(model, args)
     except Exception as e:  # noqa: BLE001 - fx cannot trace data-dependent control flow

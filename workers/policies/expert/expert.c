@@ -131,7 +131,8 @@ static const char *kind_name(enum kfx_skind k) {
     static const char *const names[] = {
         "fused elementwise", "reduction",     "softmax",       "norm statistics",    "matmul",
         "convolution",       "pooling",       "scan",          "sibling reductions", "conversion",
-        "cross entropy",     "concatenation", "triangle mask", "embedding",          "gather"};
+        "cross entropy",     "concatenation", "triangle mask", "embedding",          "gather",
+        "recurrent layer"};
     _Static_assert(sizeof(names) / sizeof(names[0]) == KFX_NKINDS, "a name per step kind");
     return names[k];
 }

@@ -62,6 +62,10 @@ void kfx_src_tiles(struct kf_buf *b, const char *what, const char *pack, const c
  * else takes the oldest slot as `Plan &p`. */
 void kfx_src_plan_lookup(struct kf_buf *b, const char *nkey);
 
+/* expert_gemm.c's cuBLAS handle, for another generator's source (expert_rnn.c): kCublasError
+ * and `cublasHandle_t handle()` (created once, full fp32 math), inside the source's namespace. */
+void kfx_src_cublas_handle(struct kf_buf *b);
+
 /* The cuDNN generators' KF_CUDNN(call) (return kCudnnError + the status unless it succeeded). */
 void kfx_src_cudnn_check(struct kf_buf *b);
 

@@ -147,6 +147,10 @@ static const char CUBLAS_HANDLE[] =
     "    return h;\n"
     "}\n\n";
 
+void kfx_src_cublas_handle(struct kf_buf *b) {
+    kf_buf_printf(b, "%s", CUBLAS_HANDLE);
+}
+
 /* A product with one column (n == 1: a matrix times a vector, a linear layer of one output) is
  * a dot product per row of a, which cuBLAS's SGEMM runs at some 45% of the copy bandwidth (a
  * 4096 x 16384 matvec on the H200, bench/tasks_heldout): a warp per row instead, four float4

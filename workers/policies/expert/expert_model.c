@@ -236,6 +236,26 @@ static void declare_all(struct kf_buf *b, const json_t *list, int parameter) {
     }
 }
 
+/* The tensors the reference's __init__ made without owning them (inspect's init_draws, drawn
+ * first from the seed the judge sets before building either module), made again in the same
+ * order first: non-persistent buffers _kf_draw<i>, so that .to() moves them and the state_dict
+ * the judge loads stays the reference's. */
+static void replay_draws(struct kf_buf *b, const json_t *draws) {
+    size_t i;
+    const json_t *t;
+    json_array_foreach(draws, i, t) {
+        const char *fn = json_string_value(json_object_get(t, "fn"));
+        kf_buf_printf(b, "        self.register_buffer(\"_kf_draw%zu\", torch.%s((", i,
+                      fn ? fn : "empty");
+        size_t j;
+        const json_t *d;
+        json_array_foreach(json_object_get(t, "shape"), j, d) {
+            kf_buf_printf(b, "%lld, ", (long long)json_integer_value(d));
+        }
+        kf_buf_printf(b, ")), persistent=False)\n");
+    }
+}
+
 /* The name a line "        tN = ..." assigns (length into *n), or NULL. */
 static const char *assigned(const char *line, size_t *n) {
     if (strncmp(line, "        t", 9) != 0)
@@ -293,6 +313,7 @@ char *kfx_plan_model(const struct kfx_plan *p) {
                   "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
                   "        super().__init__()\n        self._kf_keep = {}\n",
                   p->n_steps, p->n_steps == 1 ? "" : "s", HELPERS);
+    replay_draws(&b, json_object_get(p->graph, "init_draws"));
     declare_all(&b, json_object_get(p->graph, "parameters"), 1);
     declare_all(&b, json_object_get(p->graph, "buffers"), 0);
     kf_buf_printf(&b, "        self.k = kr.load()\n\n    def forward(self");
@@ -352,6 +373,8 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
         return kfx_embed_src(st, p->backend, v);
     case KFX_GATHER:
         return kfx_gather_src(st, p->backend, v);
+    case KFX_RNN:
+        return kfx_rnn_src(st, p->backend, v);
     case KFX_NKINDS:
         break;
     }

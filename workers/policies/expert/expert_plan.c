@@ -828,11 +828,11 @@ static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int
     return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
 }
 
-/* A recurrent module anywhere in the graph (nn.LSTM, GRU, RNN and their cells), named before
- * anything else is planned: it is the reason a KernelBench recurrent task is refused, rather
- * than the initial state its forward reads first (a tensor the module does not own). */
+/* A recurrent cell anywhere in the graph (nn.LSTMCell, GRUCell, RNNCell), named before anything
+ * else is planned: it is the reason such a task is refused, rather than a state its forward
+ * reads first. (The layers, nn.LSTM, GRU and RNN, are planned: expert_plan_rnn.c.) */
 static int recurrent(const struct kfx_plan *p, char *detail, size_t dlen) {
-    static const char *const types[] = {"LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"};
+    static const char *const types[] = {"LSTMCell", "GRUCell", "RNNCell"};
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     size_t i;
     const json_t *node;
@@ -840,7 +840,7 @@ static int recurrent(const struct kfx_plan *p, char *detail, size_t dlen) {
         const char *mt = json_string_value(json_object_get(node, "module_type"));
         for (size_t t = 0; mt && t < sizeof(types) / sizeof(types[0]); t++)
             if (!strcmp(mt, types[t])) {
-                snprintf(detail, dlen, "operator %s of type %s (recurrent layers: not yet)",
+                snprintf(detail, dlen, "operator %s of type %s (recurrent cells: not yet)",
                          json_string_value(json_object_get(node, "target")), mt);
                 return -1;
             }

@@ -55,6 +55,9 @@ struct kfx_val {
                      (expert_plan_flip.c); else 0 */
     int last2_of; /* 1 + the contiguous val this view is with its last two dims swapped (x.mT,
                      x.transpose(-2, -1)): a matmul reads it as is, op = transpose; else 0 */
+    int items;    /* a tuple whose n_items items are vals in memory (a recurrent layer's): 1 +
+                     the val of its first item, the others following it; else 0 */
+    int n_items;
 };
 
 enum kfx_skind {
@@ -74,6 +77,7 @@ enum kfx_skind {
     KFX_EMBED,  /* the rows of an embedding's weight that int64 indices name (expert_embed.c) */
     KFX_GATHER, /* each output element read from the input through a rule per dim: padding,
                    interpolation, pixel shuffle, flip, adaptive pools (expert_gather.c) */
+    KFX_RNN,    /* nn.LSTM, GRU, RNN: every layer, direction and step (expert_rnn.c) */
     KFX_NKINDS  /* the count of kinds (the tables of their names are checked against it) */
 };
 
@@ -411,6 +415,24 @@ bool kfx_is_embedding(const json_t *node);
 int kfx_plan_embedding(struct kfx_plan *p, const json_t *node, int k, int weight, char *detail,
                        size_t dlen);
 char *kfx_embed_src(const struct kfx_step *st, const char *backend, int v);
+
+/* expert_plan_rnn.c: kfx_is_rnn: whether node calls an nn.LSTM, GRU or RNN. kfx_plan_rnn plans
+ * it as a KFX_RNN step whose outputs are the items of tuple val k: 1, or -1 with detail.
+ * kfx_plan_rnn_item: item i of such a tuple t (or of an LSTM's (h_n, c_n)) as val k (getitem
+ * node): 1, or -1 with detail. */
+bool kfx_is_rnn(const json_t *node);
+int kfx_plan_rnn(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
+int kfx_plan_rnn_item(struct kfx_plan *p, const json_t *node, int k, int t, long long i,
+                      char *detail, size_t dlen);
+/* expert_rnn.c: the kernels of a KFX_RNN step; kfx_rnn_spec_of reads the module's options (0,
+ * or -1 for a mode it does not know or a size that is not positive). */
+struct kfx_rnn_spec {
+    long long L, D, H, I, G; /* layers, directions, hidden and input sizes, gates */
+    bool bf, bias;           /* batch_first, biases */
+    int mode;                /* 0 LSTM, 1 GRU, 2 RNN tanh, 3 RNN relu */
+};
+int kfx_rnn_spec_of(const json_t *node, struct kfx_rnn_spec *r);
+char *kfx_rnn_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_scan.c: kernels of the scans (KFX_SCAN: cumsum, cumprod) along a dimension. */
 char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);

@@ -64,9 +64,31 @@ static int constant(struct kfx_plan *p, const json_t *node, int k, const json_t 
     return kfx_set_lazy(p, k, node, lit) == 0 ? 1 : -1;
 }
 
+/* The index of the tensor named target among those __init__ made without owning them and a
+ * candidate can make again (inspect's init_draws), or -1. */
+static int drawn(const struct kfx_plan *p, const char *target) {
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(p->graph, "init_draws"), i, t) {
+        const char *n = json_string_value(json_object_get(t, "name"));
+        if (n && target && strcmp(n, target) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 int kfx_plan_attribute(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *target = json_string_value(json_object_get(node, "target"));
     bool buffer = false;
+    int d = owned(p, target, &buffer) ? -1 : drawn(p, target);
+    if (d >= 0) { /* made again by ModelNew's __init__ (expert_model.c) */
+        char py[16], name[24];
+        snprintf(py, sizeof(py), "p%d", k);
+        snprintf(name, sizeof(name), "_kf_draw%d", d);
+        kfx_bind_param(p, py, name, true);
+        kfx_set_val(p, k, node, KFX_PARAM, py);
+        return 0;
+    }
     if (!owned(p, target, &buffer)) {
         const json_t *v = json_object_get(node, "value");
         if (v == NULL) {

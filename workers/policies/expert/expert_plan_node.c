@@ -305,6 +305,8 @@ static int getitem(struct kfx_plan *p, const json_t *node, int k, char *detail, 
         !(json_is_integer(idx) ||
           (field && (!strcmp(field, "values") || !strcmp(field, "indices")))))
         return 0;
+    if (p->val[t].items && json_is_integer(idx)) /* a recurrent layer's outputs */
+        return kfx_plan_rnn_item(p, node, k, t, json_integer_value(idx), detail, dlen);
     const char *tm = json_string_value(json_object_get(p->val[t].node, "module_type"));
     if (tm && !strcmp(tm, "MultiheadAttention")) /* (output, weights): planned when read */
         return kfx_plan_mha(p, node, k, t, json_is_integer(idx) ? json_integer_value(idx) : -1,
@@ -931,6 +933,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
                 p, node, k,
                 param_val(p, NULL, json_string_value(json_object_get(node, "target")), "weight", 0),
                 detail, dlen);
+        if (kfx_is_rnn(node))
+            return kfx_plan_rnn(p, node, k, detail, dlen);
         if (!strcmp(mtype, "MultiheadAttention")) { /* a tuple: its items planned when read */
             kfx_set_val(p, k, node, KFX_TUPLE, "");
             return 1;

@@ -60,6 +60,32 @@ static int dropout(struct kfx_plan *p, const json_t *node, int k, const char *s,
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* x.to(device), x.to(x.device), x.cuda(), x.cpu() of a float tensor: the same value (ModelNew's
+ * tensors are on the input's device already: KernelBench's recurrent tasks move their initial
+ * states so). 1 an identity, 0 not such a call (a dtype among its arguments included). */
+static int moved(struct kfx_plan *p, const json_t *node, int k, const char *s) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    size_t na = json_array_size(args), nk = json_object_size(kw);
+    if (!op || strcmp(op, "call_method") != 0)
+        return 0;
+    const json_t *dev = na == 2 ? json_array_get(args, 1) : json_object_get(kw, "device");
+    int d = kfx_arg_val(p, dev);
+    bool device = (d >= 0 && p->val[d].kind == KFX_DEVICE) ||
+                  (json_is_string(dev) && (!strncmp(json_string_value(dev), "cuda", 4) ||
+                                           !strcmp(json_string_value(dev), "cpu")));
+    bool to = !strcmp(s, "to") && na + nk == 2 && device;
+    bool bare = (!strcmp(s, "cuda") || !strcmp(s, "cpu")) && na == 1 && nk == 0;
+    int v = kfx_arg_val(p, json_array_get(args, 0));
+    const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+    if ((!to && !bare) || v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE ||
+        p->val[v].kind == KFX_DEVICE || p->val[v].is_int || !dt || strcmp(dt, "float32") != 0)
+        return 0;
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", v);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 /* The Python expression of val *vp for a view or a size: materialised first when lazy; *vp
  * becomes the val the expression is of. */
 static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen) {
@@ -658,6 +684,8 @@ int kfx_plan_view(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         rc = pieces(p, node, k, s, detail, dlen);
     if (rc == 0 && !module)
         rc = like(p, node, k, s, detail, dlen);
+    if (rc == 0 && !module)
+        rc = moved(p, node, k, s);
     if (rc == 0 && !module)
         rc = size(p, node, k, s, detail, dlen);
     if (rc == 0 && (!module || !strcmp(s, "Flatten")))

@@ -72,9 +72,9 @@ int main(int argc, char **argv) {
     json_t *out = json_pack("{s:b, s:s, s:[]}", "ok", rc == 0, "detail", detail, "steps");
     int status = 0;
     if (rc == 0) {
-        static const char *const kinds[] = {"ew",   "reduce", "softmax", "moments", "gemm",
-                                            "conv", "pool",   "scan",    "multi",   "cast",
-                                            "xent", "cat",    "mask",    "embed",   "gather"};
+        static const char *const kinds[] = {"ew",   "reduce", "softmax", "moments", "gemm", "conv",
+                                            "pool", "scan",   "multi",   "cast",    "xent", "cat",
+                                            "mask", "embed",  "gather",  "rnn"};
         _Static_assert(sizeof(kinds) / sizeof(kinds[0]) == KFX_NKINDS, "a name per step kind");
         char *model = kfx_plan_model(p);
         json_object_set_new(out, "model", json_string(model ? model : ""));
