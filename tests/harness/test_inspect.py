@@ -92,6 +92,26 @@ def test_tensors_made_at_init_are_replayable(harness):
     assert code == 0 and g["init_draws"] == [], err
 
 
+def test_transformer_encoders_are_traced_as_their_layers(harness):
+    """An nn.TransformerEncoder in training mode is traced as its layers' computation over their
+    submodules (self-attention without weights, residual additions, norms, feed-forward), each
+    submodule one call; one in eval mode with a key padding mask stays one call."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_encoder.py"))
+    assert code == 0, err
+    nodes = g["graph"]["nodes"]
+    calls = [n["target"] for n in nodes if n["op"] == "call_module"]
+    assert [c for c in calls if c.startswith("enc.")] == [
+        f"enc.layers.{i}.{m}"
+        for i in range(2)
+        for m in ("self_attn", "dropout1", "norm1", "linear1", "dropout", "linear2", "dropout2", "norm2")
+    ]
+    attn = next(n for n in nodes if n["target"] == "enc.layers.0.self_attn")
+    assert attn["kwargs"]["need_weights"] is False and attn["kwargs"]["is_causal"] is False
+    assert "fast" in calls and not any(c.startswith("fast.") for c in calls)
+    types = {n["target"]: n.get("module_type") for n in nodes if n["op"] == "call_module"}
+    assert types["fast"] == "TransformerEncoder"
+
+
 def test_numbers_computed_from_sizes_keep_their_value(harness):
     """A pad by x2.size(2) - x1.size(2): the graph holds the subtraction, and inspect writes the
     number it came to in this run, for a policy that bakes it into a kernel."""

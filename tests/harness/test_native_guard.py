@@ -33,6 +33,8 @@ CASES: dict[str, Any] = {
     "flatten": lambda: X.flatten(),
     "as_strided": lambda: X.as_strided((2,), (4,)),
     "select_item": lambda: X[1, 2].item(),
+    "unfold_windows": lambda: X.unfold(1, 2, 1),
+    "unfold_copy": lambda: X.unfold(1, 2, 1).reshape(-1),
     "chunk": lambda: X.chunk(2, 1),
     "relu": lambda: torch.relu(X),
     "add_scalar": lambda: X + 1,
@@ -61,6 +63,14 @@ def test_the_native_guard_agrees_with_the_python_guard(lib, name):
     python = _under(guard.ComputeGuard(), CASES[name])
     assert native[0] == python[0], f"native {native}, python {python}"
     assert native[1][:1] == python[1][:1], f"native {native}, python {python}"
+
+
+def test_tensor_unfold_is_a_view_and_its_copy_is_compute():
+    """Tensor.unfold (windows as a strided view: KernelBench's ViT cuts its patches so) is
+    allowed; copying its overlapping windows out is computing."""
+    assert _under(guard.ComputeGuard(), CASES["unfold_windows"]) == (True, [])
+    done, refused = _under(guard.ComputeGuard(), CASES["unfold_copy"])
+    assert not done and refused, refused
 
 
 def test_a_refused_operator_never_runs_and_stays_recorded_when_caught(lib):

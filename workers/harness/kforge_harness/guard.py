@@ -58,6 +58,7 @@ ALLOWED_OPS = frozenset(
         "split_with_sizes",
         "unbind",
         "narrow",
+        "unfold",  # Tensor.unfold: windows as a strided view
         "view_as_real",
         "view_as_complex",
         "unflatten",

@@ -16,6 +16,7 @@ import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kforge_harness.decompose import tracer_class
 from kforge_harness.task import TaskError, load_task
 
 
@@ -78,7 +79,7 @@ def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.Graph
     from torch.fx.experimental import meta_tracer  # noqa: PLC0415 - only for the fallback
 
     names = [n for n in inspect.signature(model.forward).parameters][: len(args)]
-    tracer = meta_tracer.MetaTracer()
+    tracer = tracer_class(meta_tracer.MetaTracer)()
     tracer.proxy_buffer_attributes = True
     meta = {n: a.to("meta") if isinstance(a, torch.Tensor) else a for n, a in zip(names, args)}
     return tracer.trace(model, meta)
@@ -127,7 +128,7 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
     sizes = "symbolic"
     root = copy.deepcopy(model)
     try:
-        graph = torch.fx.Tracer().trace(root)
+        graph = tracer_class(torch.fx.Tracer)().trace(root)
     except Exception:  # noqa: BLE001 - e.g. slice indices that are proxies of x.size()
         root = copy.deepcopy(model)
         graph = _trace_with_sizes(root, args)

@@ -259,15 +259,27 @@ static void leaf_names(const struct kfx_plan *p, const struct chain *c, char *ou
 /* The dimensions x's broadcast from c's leaves (contiguous, right-aligned) folds into, as the
  * model's _fold4 folds them: sizes of 1 dropped, a dimension merged into the one before it where
  * every leaf walks the two as one. */
+/* The strides the trace recorded for strided view l (inspect writes them for a tensor that is
+ * not contiguous), or NULL. The copy kfx_materialise makes of such a view has no node: the
+ * node stayed with the view's own val, which became the lazy "vL". */
+static const json_t *recorded_strides(const struct kfx_plan *p, int l) {
+    const json_t *node = p->val[l].node;
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", l);
+    for (int k = 0; node == NULL && k < p->n_vals; k++)
+        if (p->val[k].kind == KFX_LAZY && p->val[k].expr && !strcmp(p->val[k].expr, e) &&
+            p->val[k].ndim == p->val[l].ndim)
+            node = p->val[k].node;
+    return node ? json_object_get(json_object_get(node, "output"), "stride") : NULL;
+}
+
 static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const struct chain *c) {
     long long st[KFX_MAX_LEAVES][KFX_MAX_DIMS], last[KFX_MAX_LEAVES];
     for (int l = 0; l < c->n_leaves; l++) {
         const struct kfx_val *y = &p->val[c->leaf[l]];
-        /* a strided view: the strides the trace recorded (inspect writes them for a tensor
-         * that is not contiguous); without them, no dimension is taken to merge */
-        const json_t *rec = y->noncontig && y->node
-                                ? json_object_get(json_object_get(y->node, "output"), "stride")
-                                : NULL;
+        /* a strided view: the strides the trace recorded; without them, no dimension is taken
+         * to merge */
+        const json_t *rec = y->noncontig ? recorded_strides(p, c->leaf[l]) : NULL;
         if (y->noncontig && json_array_size(rec) != (size_t)y->ndim)
             return x->ndim;
         long long run = 1;

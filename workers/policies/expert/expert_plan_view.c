@@ -295,7 +295,10 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     const char *field = !strcmp(s, "getattr") ? json_string_value(json_array_get(args, 1)) : NULL;
     bool attr = field && (!strcmp(field, "T") || !strcmp(field, "mT"));
     bool expand = !strcmp(s, "expand") || !strcmp(s, "expand_as") || !strcmp(s, "broadcast_to");
-    if (!attr && !expand && strcmp(s, "transpose") != 0 && strcmp(s, "permute") != 0 &&
+    /* x.unfold(dim, size, step): windows along dim as a new last dim (F.unfold is im2col) */
+    const char *op = json_string_value(json_object_get(node, "op"));
+    bool unfold = !strcmp(s, "unfold") && op && !strcmp(op, "call_method");
+    if (!attr && !expand && !unfold && strcmp(s, "transpose") != 0 && strcmp(s, "permute") != 0 &&
         strcmp(s, "t") != 0)
         return 0;
     int v = kfx_arg_val(p, operand(node, 0, "input"));
@@ -330,6 +333,15 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
             return -1;
         }
         snprintf(py, sizeof(py), "%s.expand(%s)", src, shape);
+    } else if (unfold) {
+        static const char *const names[] = {"dimension", "size", "step"};
+        long long a[3];
+        for (size_t i = 0; i < 3; i++)
+            if (!kfx_int(p, operand(node, i + 1, names[i]), &a[i])) {
+                snprintf(detail, dlen, "unfold with a %s other than an int (not yet)", names[i]);
+                return -1;
+            }
+        snprintf(py, sizeof(py), "%s.unfold(%lld, %lld, %lld)", src, a[0], a[1], a[2]);
     } else if (!strcmp(s, "t")) {
         snprintf(py, sizeof(py), "%s.t()", src);
     } else {
