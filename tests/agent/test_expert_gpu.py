@@ -299,6 +299,19 @@ EDGES = {
         "self.h0 = torch.randn((12, 10, 256))\n        self.gru = nn.GRU(128, 256, 6, bidirectional=True)",
         "[torch.randn(512, 10, 128)]",
     ),
+    # KernelBench's VisionTransformer (level 3, 28): patches by Tensor.unfold, an
+    # nn.TransformerEncoder of 6 post-norm layers (traced as their computation), an MLP head
+    "vit_kernelbench": (
+        "img",
+        "x = img.unfold(2, 16, 16).unfold(3, 16, 16).reshape(img.shape[0], -1, 768)\n"
+        "        x = self.embed(x)\n        x = torch.cat((self.cls.expand(img.shape[0], -1, -1), x), dim=1)\n"
+        "        x += self.pos\n        x = self.transformer(x)\n        return self.head(x[:, 0])",
+        "self.pos = nn.Parameter(torch.randn(1, 197, 512))\n        self.embed = nn.Linear(768, 512)\n"
+        "        self.cls = nn.Parameter(torch.randn(1, 1, 512))\n"
+        "        self.transformer = nn.TransformerEncoder(nn.TransformerEncoderLayer(512, 8, 2048, 0.0), 6)\n"
+        "        self.head = nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 10))",
+        "[torch.randn(2, 3, 224, 224)]",
+    ),
     "long_broadcast_rows4": (
         "z, y",
         "return (z + y) * 2",
