@@ -1179,6 +1179,13 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ("return x.view(4, 16, 32).mean(dim=(0, 2)) + 1", "not adjacent"),
         # a keyword read as a number that is an infinity: refused, not read as its default
         ("return F.hardtanh(x, min_val=float('-inf')) + y", "hardtanh"),
+        # in-place updates another name would see: of an input (after the call too), of a tensor
+        # a view was taken of, of a view
+        ("x.add_(y)\n        return x", "add_"),
+        ("a = x * 2\n        v = a[0]\n        a.add_(1)\n        return v + y", "add_"),
+        ("a = x * 2\n        a[0].mul_(3)\n        return a + y", "mul_"),
+        ("return torch.linalg.norm(x, ord=2) + y", "linalg_norm other than"),
+        ("return x.sum(), None", "an output that is not a tensor or a tuple of tensors"),
     ],
 )
 def test_what_it_cannot_do_is_named(tmp_path: Path, body: str, named: str) -> None:

@@ -174,6 +174,12 @@ int kfw_ew_expr(const char *op, const json_t *kw, const char *a, const char *b, 
             pow_expr(a, b, e, n);
         else if (!strcmp(op, "fmod"))
             snprintf(e, n, "fmodf(%s, %s)", a, b);
+        else if (!strcmp(op, "atan2") || !strcmp(op, "arctan2"))
+            snprintf(e, n, "atan2f(%s, %s)", a, b);
+        else if (!strcmp(op, "hypot") || !strcmp(op, "copysign"))
+            snprintf(e, n, "%sf(%s, %s)", op, a, b);
+        else if (!strcmp(op, "logaddexp")) /* max + log1p(exp(-|a - b|)): no overflow */
+            snprintf(e, n, "fmaxf(%s, %s) + log1pf(expf(-fabsf((%s) - (%s))))", a, b, a, b);
         else if (!strcmp(op, "remainder") || !strcmp(op, "mod")) /* x % y: the sign of y */
             snprintf(e, n,
                      "(fmodf(%s, %s) != 0.0f && ((%s) < 0.0f) != (fmodf(%s, %s) < 0.0f) ? "

@@ -268,25 +268,31 @@ static const char *assigned(const char *line, size_t *n) {
     return name;
 }
 
+/* Whether name (n characters) is one of the space-separated names of list. */
+static bool listed(const char *list, const char *name, size_t n) {
+    for (const char *w = list; *w; w += strspn(w, " ")) {
+        size_t len = strcspn(w, " ");
+        if (len == n && strncmp(w, name, n) == 0)
+            return true;
+        w += len;
+    }
+    return false;
+}
+
 /* Appends the planner's forward body with every allocation of a step's output other than the
- * returned one ("tN = _alloc(" or "tN = X.new_empty(") made a _scratch kept between calls. The
+ * returned ones ("tN = _alloc(" or "tN = X.new_empty(") made a _scratch kept between calls. A
  * returned tensor is always new: a caller may keep it. Views of a step's output keep its name
  * (expert_gemm.c, expert_conv.c), so no other name aliases it, except the planner's views
- * (wN, expert_plan_view.c): when forward() returns one, ret_root names the output it views. */
-static void forward_body(struct kf_buf *b, const char *fwd, const char *ret_root) {
-    const char *ret = NULL; /* the last line of forward's own block that returns */
-    for (const char *line = fwd; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (strncmp(line, "        return ", 15) == 0)
-            ret = line;
-    size_t rn = ret ? strspn(ret + 15, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
+ * (wN, expert_plan_view.c): ret_roots names the returned outputs and those a returned view
+ * views. */
+static void forward_body(struct kf_buf *b, const char *fwd, const char *ret_roots) {
     for (const char *line = fwd; *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line + 1) : strlen(line);
         size_t n = 0;
         const char *name = assigned(line, &n);
         const char *rhs = name ? name + n + 3 : NULL;
-        bool kept = name && !(ret && rn == n && strncmp(ret + 15, name, n) == 0) &&
-                    !(strlen(ret_root) == n && strncmp(ret_root, name, n) == 0);
+        bool kept = name && !listed(ret_roots, name, n);
         const char *dot = kept ? strstr(rhs, ".new_empty(") : NULL;
         size_t like = dot ? strspn(rhs, "abcdefghijklmnopqrstuvwxyz0123456789_") : 0;
         if (kept && strncmp(rhs, "_alloc(", 7) == 0) {
@@ -321,7 +327,7 @@ char *kfx_plan_model(const struct kfx_plan *p) {
         kf_buf_printf(&b, ", x%d", k);
     kf_buf_printf(&b, "):\n");
     if (p->fwd && p->fwd->data)
-        forward_body(&b, p->fwd->data, p->ret_root);
+        forward_body(&b, p->fwd->data, p->ret_roots);
     else
         kf_buf_printf(&b, "        pass\n");
     return b.data;

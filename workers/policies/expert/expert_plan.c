@@ -659,6 +659,89 @@ static int select_ops(struct kfx_plan *p, const char *s, const json_t *args, int
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* torch.addcmul(x, a, b, value=v) and addcdiv (x + v * a * b, x + v * a / b), torch.lerp(x, y,
+ * w) (x + w * (y - x), w a number or a tensor): val k lazy. 1, 0 none of them, -1 an operand
+ * not understood. */
+static int ternary(struct kfx_plan *p, const char *s, const json_t *args, const json_t *kw, int k,
+                   const json_t *node) {
+    const bool lerp = !strcmp(s, "lerp"), cdiv = !strcmp(s, "addcdiv");
+    if (!lerp && !cdiv && strcmp(s, "addcmul") != 0)
+        return 0;
+    size_t na = json_array_size(args);
+    const json_t *w = lerp     ? json_array_get(args, 2)
+                      : na > 3 ? json_array_get(args, 3)
+                               : json_object_get(kw, "value");
+    char a[48], b[48], c[48], v[48] = "1.0f", e[300];
+    if (na < 3 || na > 4 || json_object_size(kw) > (lerp ? 0u : 1u) ||
+        arg_text(p, json_array_get(args, 0), a, sizeof(a)) != 0 ||
+        arg_text(p, json_array_get(args, 1), b, sizeof(b)) != 0 ||
+        (!lerp && arg_text(p, json_array_get(args, 2), c, sizeof(c)) != 0) ||
+        (w && arg_text(p, w, v, sizeof(v)) != 0))
+        return -1;
+    if (lerp)
+        snprintf(e, sizeof(e), "%s + (%s) * ((%s) - (%s))", a, v, b, a);
+    else
+        snprintf(e, sizeof(e), "%s + (%s) * (%s) %s (%s)", a, v, b, cdiv ? "/" : "*", c);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
+/* An in-place elementwise op (x.add_(y), torch.relu_(x), x.mul_(2)) named s: the op without its
+ * underscore into base, and the val it updates (its first operand), or -1 when s is not one or
+ * the update could be seen through another name: x an input or a parameter (the update would
+ * outlive the call), a view, or a tensor a view was taken of. The caller plans the op as its
+ * functional form and then makes the node of x read the result (inplace_alias). */
+static int inplace_target(struct kfx_plan *p, const json_t *node, const char *s, char *base,
+                          size_t n) {
+    size_t len = strlen(s);
+    const char *op = json_string_value(json_object_get(node, "op"));
+    if (len < 2 || len >= n || s[len - 1] != '_' || s[0] == '_' || !op ||
+        !strcmp(op, "call_module"))
+        return -1;
+    int x = kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0));
+    if (x < 0 || p->val[x].kind == KFX_INPUT || p->val[x].kind == KFX_PARAM ||
+        p->val[x].kind == KFX_TUPLE || p->val[x].kind == KFX_SIZE || p->val[x].view_of ||
+        p->val[x].noncontig || p->val[x].is_int)
+        return -1;
+    for (int v = 0; v < p->n_vals; v++)
+        if (p->val[v].view_of == x + 1)
+            return -1;
+    snprintf(base, n, "%.*s", (int)(len - 1), s);
+    return x;
+}
+
+/* After an in-place op planned as val k: the node of the val x it updated now reads k (a lazy
+ * alias found first by name, since kfx_arg_val searches from the end), and so does every name
+ * of the same tensor before it (x itself the result of an in-place op: a.mul_(y).relu_()
+ * updates a); what read x before keeps reading x's old value, as it did when it ran. 0, or -1
+ * when the plan is full. */
+static int inplace_alias(struct kfx_plan *p, int x, int k) {
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", k);
+    for (const json_t *node = p->val[x].node; node != NULL;) {
+        int a = kfx_new_lazy(p, k, e);
+        if (a < 0)
+            return -1;
+        p->val[a].node = node;
+        const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
+        const char *op = json_string_value(json_object_get(node, "op"));
+        size_t len = s ? strlen(s) : 0;
+        const json_t *src = json_array_get(json_object_get(node, "args"), 0);
+        const char *name = json_string_value(json_object_get(src, "node"));
+        node = NULL;
+        if (len > 1 && s[len - 1] == '_' && s[0] != '_' && op && strcmp(op, "call_module") != 0 &&
+            name) { /* an in-place op's result is its first operand */
+            const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
+            size_t i;
+            const json_t *n;
+            json_array_foreach(nodes, i, n) {
+                if (!strcmp(json_string_value(json_object_get(n, "name")), name))
+                    node = n;
+            }
+        }
+    }
+    return 0;
+}
+
 /* tanh of the lazy val a ("vK") when that val is a softplus: one exponential (expert_ew.c's
  * kfw_tanh_softplus; Mish written out as x * tanh(softplus(x))). 0, or -1. */
 static int tanh_softplus(const struct kfx_plan *p, const char *a, char *e, size_t n) {
@@ -703,11 +786,17 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
         }
     }
     json_object_del(kw, "inplace");
+    char base[40];
+    int updated = inplace_target(p, node, s, base, sizeof(base));
+    if (updated >= 0)
+        s = base;
     size_t na = json_array_size(args);
     int sel = json_object_size(kw) == 0 ? select_ops(p, s, args, k, node) : 0;
+    if (sel == 0)
+        sel = ternary(p, s, args, kw, k, node);
     if (sel != 0) {
         json_decref(kw);
-        return sel;
+        return sel == 1 && updated >= 0 && inplace_alias(p, updated, k) != 0 ? -1 : sel;
     }
     /* torch.clamp(x, lo, hi) and x.clamp(lo, hi): positional bounds as keywords */
     if ((strcmp(s, "clamp") == 0 || strcmp(s, "clip") == 0) && na >= 2) {
@@ -730,7 +819,7 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
          json_is_object(json_object_get(kw, "max")))) {
         int rc = clamp_by_tensor(p, json_array_get(args, 0), kw, k, node);
         json_decref(kw);
-        return rc;
+        return rc == 1 && updated >= 0 && inplace_alias(p, updated, k) != 0 ? -1 : rc;
     }
     /* F.threshold(x, threshold, value), traced as torch.nn.functional._threshold */
     if ((strcmp(s, "_threshold") == 0 || strcmp(s, "threshold") == 0) && na >= 3) {
@@ -778,13 +867,18 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
     json_decref(kw);
     if (rc == 1 && kfx_set_lazy(p, k, node, e) != 0)
         return -1;
+    if (rc == 1 && updated >= 0 && inplace_alias(p, updated, k) != 0)
+        return -1;
     return rc;
 }
 
-static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t dlen) {
-    int v = kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0));
+/* One tensor that forward() returns, from argument a: its Python name into py (appended to
+ * the plan's ret_roots, with the output a view of it views). 0, or -1 with detail. */
+static int output_one(struct kfx_plan *p, const json_t *a, char *py, size_t n, char *detail,
+                      size_t dlen) {
+    int v = kfx_arg_val(p, a);
     if (v < 0) {
-        snprintf(detail, dlen, "an output that is not one tensor (not yet)");
+        snprintf(detail, dlen, "an output that is not a tensor or a tuple of tensors (not yet)");
         return -1;
     }
     if (p->val[v].kind == KFX_INPUT || p->val[v].kind == KFX_PARAM) {
@@ -802,9 +896,37 @@ static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t d
     }
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return -1;
-    if (p->val[v].view_of) /* a view of a step's output: that output leaves the call too */
-        snprintf(p->ret_root, sizeof(p->ret_root), "%s", p->val[p->val[v].view_of - 1].py);
-    kfx_line(p, "return %s", p->val[v].py);
+    size_t len = strlen(p->ret_roots);
+    /* a view of a step's output: that output leaves the call too */
+    snprintf(p->ret_roots + len, sizeof(p->ret_roots) - len, " %s %s", p->val[v].py,
+             p->val[v].view_of ? p->val[p->val[v].view_of - 1].py : "");
+    snprintf(py, n, "%s", p->val[v].py);
+    return 0;
+}
+
+/* The output node: one tensor, or a tuple (or list) of tensors, returned as a tuple. */
+static int output(struct kfx_plan *p, const json_t *node, char *detail, size_t dlen) {
+    const json_t *a = json_array_get(json_object_get(node, "args"), 0);
+    char py[128], all[1024] = "";
+    if (!json_is_array(a)) {
+        if (output_one(p, a, py, sizeof(py), detail, dlen) != 0)
+            return -1;
+        kfx_line(p, "return %s", py);
+        return 0;
+    }
+    size_t i;
+    const json_t *x;
+    json_array_foreach(a, i, x) {
+        size_t len = strlen(all);
+        if (output_one(p, x, py, sizeof(py), detail, dlen) != 0)
+            return -1;
+        if (len + strlen(py) + 3 >= sizeof(all)) {
+            snprintf(detail, dlen, "a tuple of outputs too long (not yet)");
+            return -1;
+        }
+        snprintf(all + len, sizeof(all) - len, "%s, ", py);
+    }
+    kfx_line(p, "return (%s)", all);
     return 0;
 }
 

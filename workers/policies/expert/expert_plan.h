@@ -192,7 +192,8 @@ struct kfx_plan {
      * (kfx_step_src reads them at every variant): the verdict it came in is released when the
      * next verdict arrives, long before the expert writes its last kernel */
     json_t *graph;
-    char ret_root[16]; /* the step output that forward() returns a view of, else "" */
+    /* the step outputs that forward() returns or returns a view of, space-separated */
+    char ret_roots[256];
 };
 
 /* Plans the task whose inspect graph is g for backend "cuda" or "cpu". 0, or -1 with the

@@ -198,12 +198,14 @@ static int variance(struct kfx_plan *p, const json_t *node, int k, const char *s
     return kfx_reduce(p, node, k, in, op, dim, keepdim, detail, dlen);
 }
 
-/* torch.norm(x, p, dim, keepdim), x.norm(..) and torch.linalg.vector_norm(x, ord, dim, keepdim)
+/* torch.norm(x, p, dim, keepdim), x.norm(..), torch.linalg.vector_norm(x, ord, dim, keepdim)
+ * and torch.linalg.norm (a vector norm along one dim, or Frobenius's when ord is None or "fro")
  * for p = 1 and p = 2 (also "fro"): a sum over |x| or x * x (the reduction's prologue), then
  * the square root, lazy, so that what follows (x / norm: an L2 normalisation) fuses with it. */
 static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen) {
-    bool vec = !strcmp(s, "vector_norm") || !strcmp(s, "linalg_vector_norm");
+    bool lin = !strcmp(s, "linalg_norm");
+    bool vec = !strcmp(s, "vector_norm") || !strcmp(s, "linalg_vector_norm") || lin;
     bool unit = !strcmp(s, "normalize"); /* F.normalize(x, p=2, dim=1, eps=1e-12) */
     if (strcmp(s, "norm") != 0 && !vec && !unit)
         return 0;
@@ -214,7 +216,11 @@ static int pnorm(struct kfx_plan *p, const json_t *node, int k, const char *s, c
                 : json_is_number(pj)           ? json_number_value(pj)
                 : json_is_string(pj) && !strcmp(json_string_value(pj), "fro") ? 2.0
                                                                               : 0.0;
-    if (in < 0 || (pv != 1.0 && pv != 2.0) || (dt && !json_is_null(dt))) {
+    const json_t *dj = kfx_node_arg(node, 2, "dim");
+    /* linalg.norm with a numeric ord over a matrix's two dims is a matrix norm (not this) */
+    bool matrix = lin && json_is_number(pj) && in >= 0 && p->val[in].ndim >= 2 &&
+                  !json_is_integer(dj) && !(json_is_array(dj) && json_array_size(dj) == 1);
+    if (in < 0 || matrix || (pv != 1.0 && pv != 2.0) || (dt && !json_is_null(dt))) {
         snprintf(detail, dlen, "%s other than p = 1, 2 or 'fro', or with a dtype (not yet)", s);
         return -1;
     }

@@ -5,7 +5,7 @@
  * training). A view is a Python local over its materialised source (ModelNew may take views): its
  * val keeps the source's kind, so an output that is a view of an input is copied as an input is,
  * and remembers its root, which is then not made a scratch buffer when forward() returns the view
- * (ret_root, see expert_model.c); a size is a Python int expression (KFX_SIZE), which no kernel
+ * (ret_roots, see expert_model.c); a size is a Python int expression (KFX_SIZE), which no kernel
  * reads. Dropout that drops (p > 0 in training) is random and is refused by name. */
 #include <stdbool.h>
 #include <stdio.h>

@@ -50,7 +50,23 @@ int kfw_unary_more(const char *op, const json_t *kw, const char *a, char *e, siz
         snprintf(e, n, "1.0f / %s", a);
     else if (strcmp(op, "sign") == 0) /* NaN stays NaN, as in torch.sign */
         snprintf(e, n, "%s > 0.0f ? 1.0f : %s < 0.0f ? -1.0f : %s", a, a, a);
-    else if (strcmp(op, "tanhshrink") == 0)
+    else if (strcmp(op, "frac") == 0) /* x - trunc(x): the sign of x */
+        snprintf(e, n, "%s - truncf(%s)", a, a);
+    else if (strcmp(op, "expit") == 0 || strcmp(op, "special_expit") == 0) /* the sigmoid */
+        snprintf(e, n, "1.0f / (1.0f + expf(-(%s)))", a);
+    else if (strcmp(op, "logit") == 0 || strcmp(op, "special_logit") == 0) {
+        /* log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given */
+        const json_t *ep = json_object_get(kw, "eps");
+        if (ep && !json_is_null(ep) && !json_is_number(ep))
+            return -1;
+        char z[160];
+        if (json_is_number(ep))
+            snprintf(z, sizeof(z), "fminf(fmaxf(%s, %s), 1.0f - %s)", a, kw_lit(kw, "eps", 0, k1),
+                     k1);
+        else
+            snprintf(z, sizeof(z), "(%s)", a);
+        snprintf(e, n, "logf(%s / (1.0f - %s))", z, z);
+    } else if (strcmp(op, "tanhshrink") == 0)
         snprintf(e, n, "%s - tanhf(%s)", a, a);
     else if (strcmp(op, "softshrink") == 0) {
         const char *l = kw_lit(kw, "lambd", 0.5, k1);
