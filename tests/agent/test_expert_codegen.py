@@ -614,10 +614,12 @@ class Model(nn.Module):
         self.l1 = nn.L1Loss()
         self.cos = nn.CosineSimilarity(dim=0)
         self.kl = nn.KLDivLoss(reduction="batchmean", log_target=True)
+        # its degree is its attribute norm (read as 2 once: p=1 was judged incorrect)
+        self.d1 = nn.PairwiseDistance(p=1.0)
 
     def forward(self, x, y):
         return (self.huber(x, y) * (self.mse(x, y) + self.sl1(x, y) - self.l1(x, y)) + self.cos(x, y)
-                + self.kl(x, y * 0.1))
+                + self.kl(x, y * 0.1) + self.d1(x, y).sum())
 
 
 def get_inputs():
@@ -1118,7 +1120,7 @@ MODULE_TASKS = {
 
 @pytest.mark.parametrize("name", list(MODULE_TASKS))
 def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> None:
-    """nn.MSELoss, SmoothL1Loss, HuberLoss, L1Loss and CosineSimilarity with their attributes
+    """nn.MSELoss, SmoothL1Loss, HuberLoss, L1Loss, CosineSimilarity, PairwiseDistance with their attributes
     (the functional spellings are in SMALL's losses); nn.InstanceNorm2d with and without an
     affine, F.instance_norm, nn.AdaptiveAvgPool2d(1) and F.adaptive_avg_pool2d; transposed, 1-D
     and 3-D convolutions with their biases fused into what follows; chains over 5-D tensors:
@@ -1233,10 +1235,6 @@ CALL = "out, state = self.lstm(x, (self.h0, self.c0))"
 @pytest.mark.parametrize(
     "edits,named",
     [
-        # a cell (one step): not yet
-        ([(CALL, CALL + "\n        return self.cell(x[:, 0])[0]"),
-          ("self.fc = nn.Linear", "self.cell = nn.LSTMCell(input_size, hidden_size)\n        self.fc = nn.Linear")],
-         "of type LSTMCell (recurrent cells"),
         ([("dropout=0.0)", "dropout=0.0, proj_size=4)"), (CALL, "out, state = self.lstm(x)"),
           ("nn.Linear(hidden_size,", "nn.Linear(4,")], "proj_size"),
         # dropout between layers in training mode draws at random
@@ -1252,7 +1250,7 @@ CALL = "out, state = self.lstm(x, (self.h0, self.c0))"
     ],
 )  # fmt: skip
 def test_recurrent_refusals_are_named(tmp_path: Path, edits: list, named: str) -> None:
-    """What a recurrent layer cannot do ends the plan naming it: a cell, an LSTM's projection,
+    """What a recurrent layer cannot do ends the plan naming it: an LSTM's projection,
     dropout in training mode, and initial states that ModelNew could not make again."""
     src = LSTM
     for old, new in edits:

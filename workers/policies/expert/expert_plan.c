@@ -962,26 +962,6 @@ static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int
     return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
 }
 
-/* A recurrent cell anywhere in the graph (nn.LSTMCell, GRUCell, RNNCell), named before anything
- * else is planned: it is the reason such a task is refused, rather than a state its forward
- * reads first. (The layers, nn.LSTM, GRU and RNN, are planned: expert_plan_rnn.c.) */
-static int recurrent(const struct kfx_plan *p, char *detail, size_t dlen) {
-    static const char *const types[] = {"LSTMCell", "GRUCell", "RNNCell"};
-    const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
-    size_t i;
-    const json_t *node;
-    json_array_foreach(nodes, i, node) {
-        const char *mt = json_string_value(json_object_get(node, "module_type"));
-        for (size_t t = 0; mt && t < sizeof(types) / sizeof(types[0]); t++)
-            if (!strcmp(mt, types[t])) {
-                snprintf(detail, dlen, "operator %s of type %s (recurrent cells: not yet)",
-                         json_string_value(json_object_get(node, "target")), mt);
-                return -1;
-            }
-    }
-    return 0;
-}
-
 static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     size_t i;
@@ -1073,7 +1053,7 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
                  why ? why : "no reason given");
         return -1;
     }
-    if (recurrent(p, detail, dlen) != 0 || walk_nodes(p, detail, dlen) != 0)
+    if (walk_nodes(p, detail, dlen) != 0)
         return -1;
     if (p->like[0] == '\0') {
         snprintf(detail, dlen, "a module without tensor inputs");

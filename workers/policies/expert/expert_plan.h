@@ -430,6 +430,7 @@ int kfx_plan_rnn_item(struct kfx_plan *p, const json_t *node, int k, int t, long
 struct kfx_rnn_spec {
     long long L, D, H, I, G; /* layers, directions, hidden and input sizes, gates */
     bool bf, bias;           /* batch_first, biases */
+    bool cell;               /* nn.LSTMCell, GRUCell, RNNCell: one step of one layer */
     int mode;                /* 0 LSTM, 1 GRU, 2 RNN tanh, 3 RNN relu */
 };
 int kfx_rnn_spec_of(const json_t *node, struct kfx_rnn_spec *r);

@@ -184,9 +184,12 @@ static int distance(struct kfx_plan *p, const json_t *node, int a, int b, double
     return r;
 }
 
-/* The norm degree p of a distance: finite and positive (0 and inf are not planned). */
+/* The norm degree p of a distance: finite and positive (0 and inf are not planned).
+ * nn.PairwiseDistance keeps it as its attribute norm. */
 static bool degree(const json_t *node, size_t argi, double *pw) {
     const json_t *v = param(node, "p");
+    if (v == NULL)
+        v = json_object_get(json_object_get(node, "attrs"), "norm");
     if (v == NULL && json_array_size(json_object_get(node, "args")) > argi)
         v = json_array_get(json_object_get(node, "args"), argi);
     *pw = json_is_number(v) ? json_number_value(v) : 2.0;

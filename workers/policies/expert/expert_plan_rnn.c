@@ -1,7 +1,9 @@
 /* expert_plan_rnn.c: nn.LSTM, nn.GRU and nn.RNN (tanh or relu) as one KFX_RNN step, whose
  * kernel file runs every layer, direction and time step itself (expert_rnn.c). The module's
  * call is a tuple val whose items (the output, h_n, and for an LSTM the (h_n, c_n) tuple) are
- * in memory once the step has run; getitem reads them (kfx_plan_rnn_item). Options: layers,
+ * in memory once the step has run; getitem reads them (kfx_plan_rnn_item). The cells
+ * (nn.LSTMCell, GRUCell, RNNCell) are the same kernel over one step of one layer: their input
+ * [N, I] is [1, N, I], their state h (and c) is h_n (c_n), which they return. Options: layers,
  * bias or not, batch_first, bidirectional, an initial state or none, an unbatched input;
  * refused by name: proj_size, dropout between layers in training mode (random), other dtypes.
  * The parameters are the module's, bound by their names (weight_ih_l0, .._reverse). */
@@ -16,7 +18,8 @@ bool kfx_is_rnn(const json_t *node) {
     const char *op = json_string_value(json_object_get(node, "op"));
     const char *mt = json_string_value(json_object_get(node, "module_type"));
     return op && mt && !strcmp(op, "call_module") &&
-           (!strcmp(mt, "LSTM") || !strcmp(mt, "GRU") || !strcmp(mt, "RNN"));
+           (!strcmp(mt, "LSTM") || !strcmp(mt, "GRU") || !strcmp(mt, "RNN") ||
+            !strcmp(mt, "LSTMCell") || !strcmp(mt, "GRUCell") || !strcmp(mt, "RNNCell"));
 }
 
 /* The val that node argument a (a {"node": NAME} object) holds in memory, contiguous, through
@@ -73,7 +76,7 @@ static int dims_of(const json_t *node, const struct kfx_val *x, struct rnn_dims 
     r->bf = r->s.bf;
     r->bias = r->s.bias;
     r->lstm = r->s.mode == 0;
-    r->unbatched = x->ndim == 2;
+    r->unbatched = x->ndim == (r->s.cell ? 1 : 2);
     if (json_integer_value(json_object_get(at, "proj_size")) != 0) {
         snprintf(detail, dlen, "LSTM %s with proj_size (not yet)", path);
         return -1;
@@ -86,7 +89,8 @@ static int dims_of(const json_t *node, const struct kfx_val *x, struct rnn_dims 
                  path, json_number_value(drop));
         return -1;
     }
-    if ((x->ndim != 2 && x->ndim != 3) || x->shape[x->ndim - 1] != r->I) {
+    if (x->ndim < (r->s.cell ? 1 : 2) || x->ndim > (r->s.cell ? 2 : 3) ||
+        x->shape[x->ndim - 1] != r->I) {
         snprintf(detail, dlen, "recurrent layer %s of an input that is not [.., %lld]", path, r->I);
         return -1;
     }
@@ -123,8 +127,11 @@ static void bind_weights(struct kfx_plan *p, const char *path, const struct rnn_
             for (int w = 0; w < (r->bias ? 4 : 2); w++) {
                 char local[48], dotted[256];
                 snprintf(local, sizeof(local), "t%d_w%lld", k, (l * r->D + d) * 4 + w);
-                snprintf(dotted, sizeof(dotted), "%s.%s_l%lld%s", path, names[w], l,
-                         d ? "_reverse" : "");
+                if (r->s.cell) /* weight_ih, .. */
+                    snprintf(dotted, sizeof(dotted), "%s.%s", path, names[w]);
+                else
+                    snprintf(dotted, sizeof(dotted), "%s.%s_l%lld%s", path, names[w], l,
+                             d ? "_reverse" : "");
                 kfx_bind_param(p, local, dotted, false);
                 size_t len = strlen(args);
                 snprintf(args + len, n - len, "%s, ", local);
@@ -199,6 +206,78 @@ static void forward_lines(struct kfx_plan *p, const struct kfx_step *st, int k, 
              k, k, k, r->L > 1 ? "_y" : "o", k, k, h0[0] ? 1 : 0);
 }
 
+/* A cell's forward lines: its input one step of a sequence, its new state the kernel's h_n
+ * (and c_n), which stands in for the output too (one step of one layer writes the same values
+ * to both). */
+static void cell_lines(struct kfx_plan *p, const struct kfx_step *st, int k, const char *x,
+                       const char *h0, const char *c0, const char *weights,
+                       const struct rnn_dims *r) {
+    const char *path = json_string_value(json_object_get(st->node, "target"));
+    char shape[48];
+    if (r->unbatched)
+        snprintf(shape, sizeof(shape), "(%lld,)", r->H);
+    else
+        snprintf(shape, sizeof(shape), "(t%d_N, %lld)", k, r->H);
+    kfx_line(p, "t%d_x = %s", k, x);
+    if (r->unbatched)
+        kfx_line(p, "t%d_N = 1", k);
+    else
+        kfx_line(p, "t%d_N = t%d_x.shape[0]", k, k);
+    kfx_line(p, "if t%d_x.dim() != %d or t%d_x.shape[-1] != %lld:", k, r->unbatched ? 1 : 2, k,
+             r->I);
+    kfx_line(p, "    raise ValueError(f\"%s: an input of {tuple(t%d_x.shape)}, not [.., %lld]\")",
+             path, k, r->I);
+    kfx_line(p, "t%dh = _alloc(%s, t%d_x)", k, shape, k);
+    if (r->lstm)
+        kfx_line(p, "t%dc = _alloc(%s, t%d_x)", k, shape, k);
+    for (int s = 0; s < 2; s++) {
+        const char *h = s == 0 ? h0 : c0;
+        if (h[0] == '\0')
+            continue;
+        kfx_line(p, "if tuple(%s.shape) != %s:", h, shape);
+        kfx_line(p, "    raise ValueError(f\"%s: a state of {tuple(%s.shape)}\")", path, h);
+    }
+    kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_N, %lld), t%d_x)", k, k, k, r->G * r->H, k);
+    kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k, r->G * r->H,
+             k);
+    char none[24];
+    snprintf(none, sizeof(none), "t%dh", k);
+    kfx_line(p, "self.k.%s(t%d_x, %s, %s, %st%dh, t%dh, t%d%c, t%d_g, t%d_hg, t%dh, 1, t%d_N, %d)",
+             st->fn, k, h0[0] ? h0 : none, c0[0] ? c0 : none, weights, k, k, k, r->lstm ? 'c' : 'h',
+             k, k, k, k, h0[0] ? 1 : 0);
+}
+
+/* A cell planned: its lines, then val k its new state h (GRUCell, RNNCell) or the tuple
+ * (h, c) (LSTMCell). 1, or -1 with detail. */
+static int cell_result(struct kfx_plan *p, const struct kfx_step *st, const json_t *node, int k,
+                       const char *x, const char *h0, const char *c0, const char *weights,
+                       const struct rnn_dims *r, char *detail, size_t dlen) {
+    cell_lines(p, st, k, x, h0, c0, weights, r);
+    char name[24];
+    snprintf(name, sizeof(name), "t%dh", k);
+    if (!r->lstm) {
+        kfx_set_val(p, k, node, KFX_TENSOR, name);
+        return 1;
+    }
+    const json_t *out = json_object_get(node, "output"); /* [h's meta, c's] */
+    const json_t *shape = json_object_get(json_array_get(out, 0), "shape");
+    long long hs[2] = {0, 0};
+    int nd = (int)json_array_size(shape);
+    for (int d = 0; d < nd && d < 2; d++)
+        hs[d] = json_integer_value(json_array_get(shape, (size_t)d));
+    int hv = item(p, KFX_TENSOR, name, hs, nd);
+    snprintf(name, sizeof(name), "t%dc", k);
+    int cv = item(p, KFX_TENSOR, name, hs, nd);
+    if (hv < 0 || cv < 0 || nd < 1 || nd > 2) {
+        snprintf(detail, dlen, "a recurrent cell: more values than a plan holds");
+        return -1;
+    }
+    kfx_set_val(p, k, node, KFX_TUPLE, "");
+    p->val[k].items = 1 + hv;
+    p->val[k].n_items = 2;
+    return 1;
+}
+
 int kfx_plan_rnn(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *path = json_string_value(json_object_get(node, "target"));
     int xv = operand(p, kfx_node_arg(node, 0, "input"), "input", detail, dlen);
@@ -222,6 +301,8 @@ int kfx_plan_rnn(struct kfx_plan *p, const json_t *node, int k, char *detail, si
         snprintf(hp, sizeof(hp), "%s", p->val[h0].py);
     if (c0 >= 0)
         snprintf(cp, sizeof(cp), "%s", p->val[c0].py);
+    if (r.s.cell)
+        return cell_result(p, st, node, k, x, hp, cp, weights, &r, detail, dlen);
     forward_lines(p, st, k, x, hp, cp, weights, &r);
     /* the items: out, then h_n (GRU, RNN) or the (h_n, c_n) tuple followed by h_n and c_n */
     const struct kfx_val *xs = &p->val[xv];

@@ -19,6 +19,22 @@
 int kfx_rnn_spec_of(const json_t *node, struct kfx_rnn_spec *r) {
     const json_t *at = json_object_get(node, "attrs");
     const char *mode = json_string_value(json_object_get(at, "mode"));
+    const char *type = json_string_value(json_object_get(node, "module_type"));
+    static const char *const cells[] = {"LSTMCell", "GRUCell", "RNNCell"};
+    for (int m = 0; type && m < 3; m++)
+        if (!strcmp(type, cells[m])) { /* one step of one layer, its options as attributes */
+            const char *nl = json_string_value(json_object_get(at, "nonlinearity"));
+            r->cell = true;
+            r->L = r->D = 1;
+            r->bf = false;
+            r->H = json_integer_value(json_object_get(at, "hidden_size"));
+            r->I = json_integer_value(json_object_get(at, "input_size"));
+            r->bias = json_is_true(json_object_get(at, "bias"));
+            r->mode = m < 2 ? m : nl && !strcmp(nl, "relu") ? 3 : 2;
+            r->G = m == 0 ? 4 : m == 1 ? 3 : 1;
+            return r->H > 0 && r->I > 0 && (m < 2 || nl) ? 0 : -1;
+        }
+    r->cell = false;
     r->L = json_integer_value(json_object_get(at, "num_layers"));
     r->H = json_integer_value(json_object_get(at, "hidden_size"));
     r->I = json_integer_value(json_object_get(at, "input_size"));
