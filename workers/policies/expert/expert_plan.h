@@ -16,8 +16,8 @@
 
 struct kf_buf;
 
-#define KFX_MAX_VALS 1024
-#define KFX_MAX_STEPS 160
+#define KFX_MAX_VALS 4096
+#define KFX_MAX_STEPS 512
 #define KFX_MAX_LEAVES 12
 #define KFX_MAX_DIMS 8
 #define KFX_MAX_SUB 4
