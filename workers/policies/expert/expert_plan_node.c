@@ -847,6 +847,63 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
     return 1;
 }
 
+/* nn.Conv1d/2d/3d with padding_mode reflect, replicate or circular, as PyTorch runs it: F.pad of
+ * the input in that mode (a gather step, expert_plan_gather.c), then the convolution with no
+ * padding, a copy of the node reading the padded input (kept in the plan's graph). 1 handled, 0
+ * not such a convolution, -1 with detail. */
+static int conv_padded(struct kfx_plan *p, const json_t *node, int k, const char *mtype,
+                       char *detail, size_t dlen) {
+    const json_t *at = json_object_get(node, "attrs");
+    const char *mode = json_string_value(json_object_get(at, "padding_mode"));
+    const char *name = json_string_value(json_object_get(node, "name"));
+    const int rank = !strcmp(mtype, "Conv2d") ? 2 : kfx_convnd_rank(node);
+    if (!mode || !strcmp(mode, "zeros") || rank < 1 || strncmp(mtype, "Conv", 4) != 0 || !name)
+        return 0;
+    const json_t *pad = json_object_get(at, "padding");
+    int x = kfx_arg_val(p, kfx_node_arg(node, 0, "input"));
+    if (!json_is_array(pad) || (int)json_array_size(pad) != rank || x < 0 ||
+        p->val[x].ndim < rank + 1 || p->val[x].ndim > KFX_MAX_DIMS) {
+        snprintf(detail, dlen, "%s %s with padding_mode %s and a padding other than ints (not yet)",
+                 mtype, name, mode);
+        return -1;
+    }
+    /* F.pad's list runs from the last dim: (left, right) of each, as _reversed_padding_.. */
+    const int nd = p->val[x].ndim;
+    long long shape[KFX_MAX_DIMS];
+    memcpy(shape, p->val[x].shape, sizeof(shape[0]) * (size_t)nd);
+    json_t *pads = json_array(), *dims = json_array(), *zeros = json_array();
+    for (int d = rank - 1; d >= 0; d--) {
+        long long v = json_integer_value(json_array_get(pad, (size_t)d));
+        json_array_append_new(pads, json_integer(v));
+        json_array_append_new(pads, json_integer(v));
+        shape[nd - rank + d] += 2 * v;
+        json_array_append_new(zeros, json_integer(0));
+    }
+    for (int d = 0; d < nd; d++)
+        json_array_append_new(dims, json_integer(shape[d]));
+    int xp =
+        kfx_synth_tagged(p, name, "pad", "torch.nn.functional.pad",
+                         json_pack("[o, o, s]", kfx_synth_ref(p, x), pads, mode),
+                         json_pack("{s:o, s:s}", "shape", dims, "dtype", "float32"), detail, dlen);
+    json_t *c = xp < 0 ? NULL : json_deep_copy(node);
+    json_t *list = json_object_get(p->graph, "kfx_einsum");
+    char cname[192];
+    snprintf(cname, sizeof(cname), "%s@conv", name);
+    if (c == NULL || list == NULL || json_array_append_new(list, c) != 0) {
+        json_decref(zeros);
+        if (!detail[0])
+            snprintf(detail, dlen, "%s %s with padding_mode %s: the pad", mtype, name, mode);
+        return -1;
+    }
+    json_object_set_new(c, "name", json_string(cname));
+    json_array_set_new(json_object_get(c, "args"), 0, kfx_synth_ref(p, xp));
+    json_object_set_new(json_object_get(c, "attrs"), "padding", zeros);
+    json_object_set_new(json_object_get(c, "attrs"), "padding_mode", json_string("zeros"));
+    int rc = library(p, c, k, KFX_CONV, 2, rank, detail, dlen);
+    p->val[k].node = node; /* later readers find k by the node's own name */
+    return rc;
+}
+
 /* nn.AdaptiveAvgPool1d/2d/3d(1) and F.adaptive_avg_pool1d/2d/3d(x, 1) (also (1, 1) ..): the
  * mean over the last 1, 2 or 3 dimensions, kept; other output sizes are not planned. */
 static int adaptive_to_1(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
@@ -947,6 +1004,9 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
         }
         if (!strcmp(mtype, "PReLU"))
             return prelu(p, node, k, true, detail, dlen);
+        int prc = conv_padded(p, node, k, mtype, detail, dlen);
+        if (prc != 0)
+            return prc;
         if (!strcmp(mtype, "Conv2d"))
             return library(p, node, k, KFX_CONV, 2, 2, detail, dlen);
         if (kfx_convnd_rank(node) > 0)
