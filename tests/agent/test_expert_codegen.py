@@ -1233,6 +1233,14 @@ def test_embedding_forms_not_planned_are_named(tmp_path: Path) -> None:
 LSTM = TASK_FILES["lstm_state"]
 
 
+def test_state_kept_between_calls_is_named(tmp_path: Path) -> None:
+    """A forward() that keeps a value computed from its inputs on its module for the next call
+    (KernelBench's VanillaRNN) is refused naming the attribute, not planned as one call."""
+    task = ROOT / "tests" / "harness" / "cases" / "task_keeps_state.py"
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"))
+    assert not g["ok"] and "keeps module attribute hidden between calls" in g["detail"], g
+
+
 CALL = "out, state = self.lstm(x, (self.h0, self.c0))"
 
 

@@ -112,6 +112,18 @@ def test_transformer_encoders_are_traced_as_their_layers(harness):
     assert types["fast"] == "TransformerEncoder"
 
 
+def test_assignments_to_the_module_are_listed(harness):
+    """What forward() assigns to its module is listed, with whether the value depends on the
+    inputs: a state the next call reads (VanillaRNN's hidden), or a tensor moved to the input's
+    device (KernelBench's LSTM states), which is the same values at every call."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_keeps_state.py"))
+    assert code == 0, err
+    assert g["graph"]["assigns"] == [{"name": "hidden", "node": "tanh", "from_inputs": True}]
+    code, g, err = harness("inspect", "--task", str(CASES / "task_init_draws.py"))
+    assert code == 0, err
+    assert {a["name"]: a["from_inputs"] for a in g["graph"]["assigns"]} == {"h0": False, "c0": False}
+
+
 def test_numbers_computed_from_sizes_keep_their_value(harness):
     """A pad by x2.size(2) - x1.size(2): the graph holds the subtraction, and inspect writes the
     number it came to in this run, for a policy that bakes it into a kernel."""

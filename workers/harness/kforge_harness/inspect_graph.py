@@ -109,15 +109,39 @@ class _Prop(ShapeProp):
         return result
 
 
-def _restore_assigned(traced: torch.nn.Module, model: torch.nn.Module) -> None:
+def _restore_assigned(traced: torch.nn.Module, model: torch.nn.Module) -> list[dict[str, Any]]:
     """Put back the attributes a traced forward assigned a proxy to, from the untraced module:
-    the graph reads them (``get_attr``) with the values the module was built with."""
+    the graph reads them (``get_attr``) with the values the module was built with. Returns
+    what forward() assigned ({"name", "node", "from_inputs"}): an attribute whose new value
+    depends on the inputs is state a later call reads (KernelBench's VanillaRNN keeps its
+    hidden state so), which no plan of one call holds; one moved to the input's device
+    (``self.h0 = self.h0.to(x.device)``) is the same values at every call."""
     originals = dict(model.named_modules())
+    assigned = []
     for name, mod in traced.named_modules():
         source = originals.get(name)
         for k, v in list(vars(mod).items()):
             if isinstance(v, torch.fx.Proxy) and source is not None and k in vars(source):
                 setattr(mod, k, vars(source)[k])
+                assigned.append({"name": f"{name}.{k}" if name else k, "node": v.node.name,
+                                 "from_inputs": _reads_inputs(v.node)})  # fmt: skip
+    return assigned
+
+
+def _reads_inputs(node: torch.fx.Node) -> bool:
+    """Whether node's value depends on a placeholder other than through its device or shape."""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder":
+            return True
+        if n.op == "call_function" and n.target is getattr and n.args[1] in ("device", "dtype", "shape"):
+            continue
+        todo.extend(n.all_input_nodes)
+    return False
 
 
 def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
@@ -133,7 +157,7 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
         root = copy.deepcopy(model)
         graph = _trace_with_sizes(root, args)
         sizes = "fixed"
-    _restore_assigned(root, model)
+    assigned = _restore_assigned(root, model)
     gm = torch.fx.GraphModule(root, graph, type(model).__name__)
     _Prop(gm).propagate(*args)
     modules = dict(gm.named_modules())
@@ -162,7 +186,7 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
             entry["attrs"] = _module_attrs(sub)
             entry["parameters"] = {k: list(p.shape) for k, p in sub.named_parameters(recurse=False)}
         nodes.append(entry)
-    return {"source": "fx", "sizes": sizes, "nodes": nodes}
+    return {"source": "fx", "sizes": sizes, "nodes": nodes, "assigns": assigned}
 
 
 def _strided(shape: Any, stride: Any) -> bool:

@@ -962,6 +962,25 @@ static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int
     return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
 }
 
+/* A forward() that assigns to its module a value computed from its inputs (KernelBench's
+ * VanillaRNN: self.hidden = tanh(..)) keeps state that the next call reads: a plan of one
+ * call would be judged against the reference's later calls and fail. Named before anything
+ * is planned (inspect lists the assignments; moving a tensor to the input's device is none). */
+static int keeps_state(const struct kfx_plan *p, char *detail, size_t dlen) {
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(json_object_get(p->graph, "graph"), "assigns"), i, a) {
+        if (json_is_true(json_object_get(a, "from_inputs"))) {
+            snprintf(detail, dlen,
+                     "a forward() that keeps module attribute %s between calls (state computed "
+                     "from the inputs, read by the next call: not yet)",
+                     json_string_value(json_object_get(a, "name")));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
     const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
     size_t i;
@@ -1053,7 +1072,7 @@ int kfx_plan_build(struct kfx_plan *p, const json_t *g, const char *backend, cha
                  why ? why : "no reason given");
         return -1;
     }
-    if (walk_nodes(p, detail, dlen) != 0)
+    if (keeps_state(p, detail, dlen) != 0 || walk_nodes(p, detail, dlen) != 0)
         return -1;
     if (p->like[0] == '\0') {
         snprintf(detail, dlen, "a module without tensor inputs");
