@@ -53,8 +53,7 @@ static int operand(struct kfx_plan *p, const json_t *a, const char *what, char *
 
 struct rnn_dims {
     struct kfx_rnn_spec s;
-    long long L, D, H, I, G; /* copies of s's, for short expressions */
-    bool bf, bias, unbatched, lstm;
+    bool unbatched, lstm;
 };
 
 /* The module's options, checked; 0 or -1 with detail. */
@@ -68,20 +67,13 @@ static int dims_of(const json_t *node, const struct kfx_val *x, struct rnn_dims 
         snprintf(detail, dlen, "recurrent layer %s of mode %s (not yet)", path, mode ? mode : "?");
         return -1;
     }
-    r->L = r->s.L;
-    r->D = r->s.D;
-    r->H = r->s.H;
-    r->I = r->s.I;
-    r->G = r->s.G;
-    r->bf = r->s.bf;
-    r->bias = r->s.bias;
     r->lstm = r->s.mode == 0;
     r->unbatched = x->ndim == (r->s.cell ? 1 : 2);
     if (json_integer_value(json_object_get(at, "proj_size")) != 0) {
         snprintf(detail, dlen, "LSTM %s with proj_size (not yet)", path);
         return -1;
     }
-    if (json_is_number(drop) && json_number_value(drop) > 0.0 && r->L > 1 &&
+    if (json_is_number(drop) && json_number_value(drop) > 0.0 && r->s.L > 1 &&
         json_is_true(json_object_get(at, "training"))) {
         snprintf(detail, dlen,
                  "recurrent layer %s with dropout %g in training mode (random: no kernel can "
@@ -90,8 +82,9 @@ static int dims_of(const json_t *node, const struct kfx_val *x, struct rnn_dims 
         return -1;
     }
     if (x->ndim < (r->s.cell ? 1 : 2) || x->ndim > (r->s.cell ? 2 : 3) ||
-        x->shape[x->ndim - 1] != r->I) {
-        snprintf(detail, dlen, "recurrent layer %s of an input that is not [.., %lld]", path, r->I);
+        x->shape[x->ndim - 1] != r->s.I) {
+        snprintf(detail, dlen, "recurrent layer %s of an input that is not [.., %lld]", path,
+                 r->s.I);
         return -1;
     }
     return 0;
@@ -122,11 +115,11 @@ static int state_of(struct kfx_plan *p, const json_t *node, const struct rnn_dim
 static void bind_weights(struct kfx_plan *p, const char *path, const struct rnn_dims *r, int k,
                          char *args, size_t n) {
     static const char *const names[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
-    for (long long l = 0; l < r->L; l++)
-        for (long long d = 0; d < r->D; d++)
-            for (int w = 0; w < (r->bias ? 4 : 2); w++) {
+    for (long long l = 0; l < r->s.L; l++)
+        for (long long d = 0; d < r->s.D; d++)
+            for (int w = 0; w < (r->s.bias ? 4 : 2); w++) {
                 char local[48], dotted[256];
-                snprintf(local, sizeof(local), "t%d_w%lld", k, (l * r->D + d) * 4 + w);
+                snprintf(local, sizeof(local), "t%d_w%lld", k, (l * r->s.D + d) * 4 + w);
                 if (r->s.cell) /* weight_ih, .. */
                     snprintf(dotted, sizeof(dotted), "%s.%s", path, names[w]);
                 else
@@ -154,47 +147,47 @@ static void forward_lines(struct kfx_plan *p, const struct kfx_step *st, int k, 
                           const char *h0, const char *c0, const char *weights,
                           const struct rnn_dims *r) {
     const char *path = json_string_value(json_object_get(st->node, "target"));
-    const long long DH = r->D * r->H, LD = r->L * r->D;
+    const long long DH = r->s.D * r->s.H, LD = r->s.L * r->s.D;
     kfx_line(p, "t%d_x = %s", k, x);
     if (r->unbatched)
         kfx_line(p, "t%d_T, t%d_N = t%d_x.shape[0], 1", k, k, k);
-    else if (r->bf)
+    else if (r->s.bf)
         kfx_line(p, "t%d_N, t%d_T = t%d_x.shape[0], t%d_x.shape[1]", k, k, k, k);
     else
         kfx_line(p, "t%d_T, t%d_N = t%d_x.shape[0], t%d_x.shape[1]", k, k, k, k);
     kfx_line(p, "if t%d_x.dim() != %d or t%d_x.shape[-1] != %lld or t%d_T == 0:", k,
-             r->unbatched ? 2 : 3, k, r->I, k);
+             r->unbatched ? 2 : 3, k, r->s.I, k);
     kfx_line(p,
              "    raise ValueError(f\"%s: an input of {tuple(t%d_x.shape)}, not %s[.., %lld] of "
              "one step or more\")",
-             path, k, r->unbatched ? "unbatched " : "", r->I);
+             path, k, r->unbatched ? "unbatched " : "", r->s.I);
     char lead[32] = ""; /* h_n's batch dim */
     if (!r->unbatched)
         snprintf(lead, sizeof(lead), "t%d_N, ", k);
     if (r->unbatched)
         kfx_line(p, "t%do = _alloc((t%d_T, %lld), t%d_x)", k, k, DH, k);
-    else if (r->bf)
+    else if (r->s.bf)
         kfx_line(p, "t%do = _alloc((t%d_N, t%d_T, %lld), t%d_x)", k, k, k, DH, k);
     else
         kfx_line(p, "t%do = _alloc((t%d_T, t%d_N, %lld), t%d_x)", k, k, k, DH, k);
-    kfx_line(p, "t%dh = _alloc((%lld, %s%lld), t%d_x)", k, LD, lead, r->H, k);
+    kfx_line(p, "t%dh = _alloc((%lld, %s%lld), t%d_x)", k, LD, lead, r->s.H, k);
     if (r->lstm)
-        kfx_line(p, "t%dc = _alloc((%lld, %s%lld), t%d_x)", k, LD, lead, r->H, k);
+        kfx_line(p, "t%dc = _alloc((%lld, %s%lld), t%d_x)", k, LD, lead, r->s.H, k);
     for (int s = 0; s < 2; s++) {
         const char *h = s == 0 ? h0 : c0;
         if (h[0] == '\0')
             continue;
-        kfx_line(p, "if tuple(%s.shape) != (%lld, %s%lld):", h, LD, lead, r->H);
+        kfx_line(p, "if tuple(%s.shape) != (%lld, %s%lld):", h, LD, lead, r->s.H);
         kfx_line(p, "    raise ValueError(f\"%s: an initial state of {tuple(%s.shape)}\")", path,
                  h);
     }
     kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_T * t%d_N, %lld), t%d_x)", k, k, k, k,
-             r->G * r->H, k);
-    kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k, r->G * r->H,
-             k);
-    if (r->L > 1)
+             r->s.G * r->s.H, k);
+    kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k,
+             r->s.G * r->s.H, k);
+    if (r->s.L > 1)
         kfx_line(p, "t%d_y = _scratch(self, \"t%d_y\", (%d, t%d_T * t%d_N, %lld), t%d_x)", k, k,
-                 r->L > 2 ? 2 : 1, k, k, DH, k);
+                 r->s.L > 2 ? 2 : 1, k, k, DH, k);
     /* without an initial state (or for a GRU's and an RNN's cell state), out's pointer stands
      * in: the kernel does not read it */
     char none[24];
@@ -203,7 +196,7 @@ static void forward_lines(struct kfx_plan *p, const struct kfx_step *st, int k, 
              "self.k.%s(t%d_x, %s, %s, %st%do, t%dh, t%d%c, t%d_g, t%d_hg, t%d%s, t%d_T, t%d_N, "
              "%d)",
              st->fn, k, h0[0] ? h0 : none, c0[0] ? c0 : none, weights, k, k, k, r->lstm ? 'c' : 'h',
-             k, k, k, r->L > 1 ? "_y" : "o", k, k, h0[0] ? 1 : 0);
+             k, k, k, r->s.L > 1 ? "_y" : "o", k, k, h0[0] ? 1 : 0);
 }
 
 /* A cell's forward lines: its input one step of a sequence, its new state the kernel's h_n
@@ -215,18 +208,18 @@ static void cell_lines(struct kfx_plan *p, const struct kfx_step *st, int k, con
     const char *path = json_string_value(json_object_get(st->node, "target"));
     char shape[48];
     if (r->unbatched)
-        snprintf(shape, sizeof(shape), "(%lld,)", r->H);
+        snprintf(shape, sizeof(shape), "(%lld,)", r->s.H);
     else
-        snprintf(shape, sizeof(shape), "(t%d_N, %lld)", k, r->H);
+        snprintf(shape, sizeof(shape), "(t%d_N, %lld)", k, r->s.H);
     kfx_line(p, "t%d_x = %s", k, x);
     if (r->unbatched)
         kfx_line(p, "t%d_N = 1", k);
     else
         kfx_line(p, "t%d_N = t%d_x.shape[0]", k, k);
     kfx_line(p, "if t%d_x.dim() != %d or t%d_x.shape[-1] != %lld:", k, r->unbatched ? 1 : 2, k,
-             r->I);
+             r->s.I);
     kfx_line(p, "    raise ValueError(f\"%s: an input of {tuple(t%d_x.shape)}, not [.., %lld]\")",
-             path, k, r->I);
+             path, k, r->s.I);
     kfx_line(p, "t%dh = _alloc(%s, t%d_x)", k, shape, k);
     if (r->lstm)
         kfx_line(p, "t%dc = _alloc(%s, t%d_x)", k, shape, k);
@@ -237,9 +230,10 @@ static void cell_lines(struct kfx_plan *p, const struct kfx_step *st, int k, con
         kfx_line(p, "if tuple(%s.shape) != %s:", h, shape);
         kfx_line(p, "    raise ValueError(f\"%s: a state of {tuple(%s.shape)}\")", path, h);
     }
-    kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_N, %lld), t%d_x)", k, k, k, r->G * r->H, k);
-    kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k, r->G * r->H,
+    kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_N, %lld), t%d_x)", k, k, k, r->s.G * r->s.H,
              k);
+    kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k,
+             r->s.G * r->s.H, k);
     char none[24];
     snprintf(none, sizeof(none), "t%dh", k);
     kfx_line(p, "self.k.%s(t%d_x, %s, %s, %st%dh, t%dh, t%d%c, t%d_g, t%d_hg, t%dh, 1, t%d_N, %d)",
@@ -306,15 +300,15 @@ int kfx_plan_rnn(struct kfx_plan *p, const json_t *node, int k, char *detail, si
     forward_lines(p, st, k, x, hp, cp, weights, &r);
     /* the items: out, then h_n (GRU, RNN) or the (h_n, c_n) tuple followed by h_n and c_n */
     const struct kfx_val *xs = &p->val[xv];
-    const long long T = xs->shape[r.bf && !r.unbatched ? 1 : 0];
-    const long long N = r.unbatched ? 1 : xs->shape[r.bf ? 0 : 1];
-    long long os[3] = {T, r.D * r.H, 0}, hs[3] = {r.L * r.D, r.H, 0};
+    const long long T = xs->shape[r.s.bf && !r.unbatched ? 1 : 0];
+    const long long N = r.unbatched ? 1 : xs->shape[r.s.bf ? 0 : 1];
+    long long os[3] = {T, r.s.D * r.s.H, 0}, hs[3] = {r.s.L * r.s.D, r.s.H, 0};
     if (!r.unbatched) {
-        os[0] = r.bf ? N : T;
-        os[1] = r.bf ? T : N;
-        os[2] = r.D * r.H;
+        os[0] = r.s.bf ? N : T;
+        os[1] = r.s.bf ? T : N;
+        os[2] = r.s.D * r.s.H;
         hs[1] = N;
-        hs[2] = r.H;
+        hs[2] = r.s.H;
     }
     const int ond = r.unbatched ? 2 : 3, hnd = ond;
     char name[24];
