@@ -140,6 +140,9 @@ def _reads_inputs(node: torch.fx.Node) -> bool:
             return True
         if n.op == "call_function" and n.target is getattr and n.args[1] in ("device", "dtype", "shape"):
             continue
+        if n.op == "call_method" and n.target in ("to", "type_as") and isinstance(n.args[0], torch.fx.Node):
+            todo.append(n.args[0])  # the other operand gives a device or a dtype, not values
+            continue
         todo.extend(n.all_input_nodes)
     return False
 
