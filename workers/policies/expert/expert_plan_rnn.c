@@ -98,6 +98,13 @@ static int state_of(struct kfx_plan *p, const json_t *node, const struct rnn_dim
     *h0 = *c0 = -1;
     if (hx == NULL || json_is_null(hx))
         return 0;
+    int t = json_is_object(hx) ? kfx_arg_val(p, hx) : -1;
+    if (r->lstm && t >= 0 && p->val[t].items && p->val[t].n_items == 2) {
+        /* another LSTM's (h_n, c_n), passed whole: its items, in memory */
+        *h0 = p->val[t].items - 1;
+        *c0 = p->val[t].items;
+        return 0;
+    }
     if (r->lstm != json_is_array(hx) || (r->lstm && json_array_size(hx) != 2)) {
         snprintf(detail, dlen, "a recurrent layer's initial state of another form (not yet)");
         return -1;
