@@ -74,6 +74,13 @@ int kfx_new_val(struct kfx_plan *p, const char *py, const long long *shape, int 
     return k;
 }
 
+int kfx_identity_of(const struct kfx_plan *p, int v) {
+    const char *e = v >= 0 && p->val[v].kind == KFX_LAZY ? p->val[v].expr : NULL;
+    char *end = NULL;
+    long j = e && e[0] == 'v' ? strtol(e + 1, &end, 10) : -1;
+    return j >= 0 && j < v && end && *end == '\0' ? (int)j : -1;
+}
+
 struct kfx_step *kfx_add_step(struct kfx_plan *p, enum kfx_skind kind, char *detail, size_t dlen) {
     if (p->n_steps >= KFX_MAX_STEPS) {
         snprintf(detail, dlen, "a graph that needs more than %d kernels", KFX_MAX_STEPS);
@@ -256,9 +263,6 @@ static void leaf_names(const struct kfx_plan *p, const struct chain *c, char *ou
     }
 }
 
-/* The dimensions x's broadcast from c's leaves (contiguous, right-aligned) folds into, as the
- * model's _fold4 folds them: sizes of 1 dropped, a dimension merged into the one before it where
- * every leaf walks the two as one. */
 /* The strides the trace recorded for strided view l (inspect writes them for a tensor that is
  * not contiguous), or NULL. The copy kfx_materialise makes of such a view has no node: the
  * node stayed with the view's own val, which became the lazy "vL". */
@@ -273,6 +277,9 @@ static const json_t *recorded_strides(const struct kfx_plan *p, int l) {
     return node ? json_object_get(json_object_get(node, "output"), "stride") : NULL;
 }
 
+/* The dimensions x's broadcast from c's leaves (contiguous, right-aligned) folds into, as the
+ * model's _fold4 folds them: sizes of 1 dropped, a dimension merged into the one before it where
+ * every leaf walks the two as one. */
 static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const struct chain *c) {
     long long st[KFX_MAX_LEAVES][KFX_MAX_DIMS], last[KFX_MAX_LEAVES];
     for (int l = 0; l < c->n_leaves; l++) {
@@ -685,6 +692,14 @@ static int ternary(struct kfx_plan *p, const char *s, const json_t *args, const 
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* Whether node, of short name s, is an in-place op (x.add_(y), torch.relu_(x)): a function or
+ * method whose name ends in one underscore. */
+static bool is_inplace(const json_t *node, const char *s) {
+    const char *op = json_string_value(json_object_get(node, "op"));
+    size_t len = s ? strlen(s) : 0;
+    return len > 1 && s[len - 1] == '_' && s[0] != '_' && op && strcmp(op, "call_module") != 0;
+}
+
 /* An in-place elementwise op (x.add_(y), torch.relu_(x), x.mul_(2)) named s: the op without its
  * underscore into base, and the val it updates (its first operand), or -1 when s is not one or
  * the update could be seen through another name: x an input or a parameter (the update would
@@ -693,9 +708,7 @@ static int ternary(struct kfx_plan *p, const char *s, const json_t *args, const 
 static int inplace_target(struct kfx_plan *p, const json_t *node, const char *s, char *base,
                           size_t n) {
     size_t len = strlen(s);
-    const char *op = json_string_value(json_object_get(node, "op"));
-    if (len < 2 || len >= n || s[len - 1] != '_' || s[0] == '_' || !op ||
-        !strcmp(op, "call_module"))
+    if (!is_inplace(node, s) || len >= n)
         return -1;
     int x = kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0));
     if (x < 0 || p->val[x].kind == KFX_INPUT || p->val[x].kind == KFX_PARAM ||
@@ -722,22 +735,12 @@ static int inplace_alias(struct kfx_plan *p, int x, int k) {
         if (a < 0)
             return -1;
         p->val[a].node = node;
+        /* an in-place op's result is its first operand: that node's name too */
         const char *s = kfw_short_name(json_string_value(json_object_get(node, "target")));
-        const char *op = json_string_value(json_object_get(node, "op"));
-        size_t len = s ? strlen(s) : 0;
-        const json_t *src = json_array_get(json_object_get(node, "args"), 0);
-        const char *name = json_string_value(json_object_get(src, "node"));
-        node = NULL;
-        if (len > 1 && s[len - 1] == '_' && s[0] != '_' && op && strcmp(op, "call_module") != 0 &&
-            name) { /* an in-place op's result is its first operand */
-            const json_t *nodes = json_object_get(json_object_get(p->graph, "graph"), "nodes");
-            size_t i;
-            const json_t *n;
-            json_array_foreach(nodes, i, n) {
-                if (!strcmp(json_string_value(json_object_get(n, "name")), name))
-                    node = n;
-            }
-        }
+        int src = is_inplace(node, s)
+                      ? kfx_arg_val(p, json_array_get(json_object_get(node, "args"), 0))
+                      : -1;
+        node = src >= 0 ? p->val[src].node : NULL;
     }
     return 0;
 }

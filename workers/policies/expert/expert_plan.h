@@ -273,6 +273,9 @@ const json_t *kfx_node_arg(const json_t *node, size_t i, const char *name);
 const json_t *kfx_sole_user(const struct kfx_plan *p, const json_t *node);
 /* Whether no node of the graph (the output node included) uses node's result. */
 bool kfx_unused(const struct kfx_plan *p, const json_t *node);
+/* The val that lazy val v is as it is ("vJ": an identity such as dropout that drops nothing,
+ * x.to(device), x.contiguous()), or -1. */
+int kfx_identity_of(const struct kfx_plan *p, int v);
 /* Makes val v usable as a kernel operand: a lazy one is computed by a new EW step. 0 or -1. */
 int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen);
 /* A new step of kind kind with its function name set; NULL (detail set) when there are too

@@ -80,16 +80,17 @@ static int drawn(const struct kfx_plan *p, const char *target) {
 int kfx_plan_attribute(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
     const char *target = json_string_value(json_object_get(node, "target"));
     bool buffer = false;
-    int d = owned(p, target, &buffer) ? -1 : drawn(p, target);
-    if (d >= 0) { /* made again by ModelNew's __init__ (expert_model.c) */
-        char py[16], name[24];
-        snprintf(py, sizeof(py), "p%d", k);
-        snprintf(name, sizeof(name), "_kf_draw%d", d);
-        kfx_bind_param(p, py, name, true);
-        kfx_set_val(p, k, node, KFX_PARAM, py);
-        return 0;
-    }
+    char py[24];
+    snprintf(py, sizeof(py), "p%d", k);
     if (!owned(p, target, &buffer)) {
+        int d = drawn(p, target);
+        if (d >= 0) { /* made again by ModelNew's __init__ (expert_model.c) */
+            char name[24];
+            snprintf(name, sizeof(name), "_kf_draw%d", d);
+            kfx_bind_param(p, py, name, true);
+            kfx_set_val(p, k, node, KFX_PARAM, py);
+            return 0;
+        }
         const json_t *v = json_object_get(node, "value");
         if (v == NULL) {
             snprintf(detail, dlen,
@@ -100,8 +101,6 @@ int kfx_plan_attribute(struct kfx_plan *p, const json_t *node, int k, char *deta
         }
         return constant(p, node, k, v, detail, dlen) == 1 ? 0 : -1;
     }
-    char py[16];
-    snprintf(py, sizeof(py), "p%d", k);
     kfx_bind_param(p, py, target, buffer);
     kfx_set_val(p, k, node, KFX_PARAM, py);
     return 0;

@@ -28,15 +28,9 @@ bool kfx_is_rnn(const json_t *node) {
 static int operand(struct kfx_plan *p, const json_t *a, const char *what, char *detail,
                    size_t dlen) {
     int v = kfx_arg_val(p, a);
-    while (v >= 0 && p->val[v].kind == KFX_LAZY && p->val[v].expr && p->val[v].expr[0] == 'v') {
-        char *end = NULL;
-        long j = strtol(p->val[v].expr + 1, &end, 10);
-        const struct kfx_val *r = j >= 0 && j < v ? &p->val[j] : NULL;
-        if (*end != '\0' || r == NULL || r->noncontig || r->offset ||
-            !kfx_same_shape(r, &p->val[v]))
-            break;
-        v = (int)j;
-    }
+    for (int j; (j = kfx_identity_of(p, v)) >= 0 && !p->val[j].noncontig && !p->val[j].offset &&
+                kfx_same_shape(&p->val[j], &p->val[v]);)
+        v = j;
     if (v < 0 || p->val[v].is_int || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE ||
         p->val[v].kind == KFX_DEVICE) {
         snprintf(detail, dlen, "a recurrent layer's %s that is not a float tensor", what);

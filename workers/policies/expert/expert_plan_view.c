@@ -91,13 +91,8 @@ static int moved(struct kfx_plan *p, const json_t *node, int k, const char *s) {
 static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen) {
     int v = *vp;
     /* an identity (dropout, contiguous, clone) of a materialised val: that val */
-    while (v >= 0 && p->val[v].kind == KFX_LAZY && p->val[v].expr && p->val[v].expr[0] == 'v') {
-        char *end = NULL;
-        long j = strtol(p->val[v].expr + 1, &end, 10);
-        if (*end != '\0' || j < 0 || j >= v || p->val[j].noncontig)
-            break; /* x.transpose(..).contiguous(): the copy is wanted */
-        v = (int)j;
-    }
+    for (int j; (j = kfx_identity_of(p, v)) >= 0 && !p->val[j].noncontig;)
+        v = j; /* not past x.transpose(..).contiguous(): the copy is wanted */
     if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE ||
         (p->val[v].is_int && p->val[v].kind != KFX_INPUT)) /* an input of indices: its views */
         return NULL;
