@@ -1173,8 +1173,11 @@ def test_module_spellings_are_planned_and_correct(tmp_path: Path, name: str) -> 
         ),
         ("return torch.diag(x[0]) + y[:32, :]", "diag"),
         ("return torch.diag(x) + 1", "diag"),
-        ("return torch.einsum('ij,ij->i', x, y)", "einsum"),
-        ("return torch.einsum('bij,bjk->bki', x.view(4, 16, 32), y.view(4, 32, 16))", "einsum"),
+        # a diagonal (an index repeated within one operand) and an ellipsis
+        ("return torch.einsum('ii->i', x[:32]) + y", 'einsum "ii->i"'),
+        ("return torch.einsum('...ij,jk->...ik', x.view(2, 32, 32), y[:32])", 'einsum "...ij'),
+        ("return x + torch.ones(64, 32, dtype=torch.int64, device=x.device)", "torch.ones of other than"),
+        ("return x, torch.arange(x.size(0), device=x.device)", "an output of torch.arange's integers"),
         ("return torch.stack([x.argmax(1), y.argmax(1)], dim=0)", "stack of other than"),
         ("return torch.sort(x, dim=1)[0] + y", "sort"),
         ("return F.dropout(x, p=0.5) + y", "dropout with p=0.5 in training mode"),

@@ -124,6 +124,23 @@ def test_assignments_to_the_module_are_listed(harness):
     assert {a["name"]: a["from_inputs"] for a in g["graph"]["assigns"]} == {"h0": False, "c0": False}
 
 
+def test_parameters_past_the_inputs_are_traced_as_their_defaults(harness):
+    """A forward() parameter that get_inputs() does not give is traced as its default (the
+    None branch taken, as every call takes it), leaving no placeholder and no check of it; a
+    Python type given as a dtype (dtype=bool) is recorded as that dtype."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_default_args.py"), "--backend", "cpu")
+    assert code == 0, err
+    nodes = g["graph"]["nodes"]
+    assert [n["name"] for n in nodes if n["op"] == "placeholder"] == ["x"]
+    targets = [n["target"] for n in nodes]
+    assert "torch.zeros_like" in targets and "torch.cat" in targets, targets
+    assert not any("assert" in t for t in targets), targets
+    ones = next(n for n in nodes if n["target"] == "torch.ones")
+    assert ones["kwargs"]["dtype"] == "bool" and ones["output"]["dtype"] == "bool", ones
+    mul = next(n for n in nodes if n["target"] == "_operator.mul")
+    assert mul["args"][1] == 2.0, mul  # the default scale, a constant
+
+
 def test_numbers_computed_from_sizes_keep_their_value(harness):
     """A pad by x2.size(2) - x1.size(2): the graph holds the subtraction, and inspect writes the
     number it came to in this run, for a policy that bakes it into a kernel."""

@@ -1,5 +1,5 @@
 """GRU and RNN layers: a bidirectional two-layer GRU over a sequence-first input with an initial
-state drawn in __init__, a batch-first GRU without biases or a state over a transposed view of
+state drawn in __init__ (moved to the input's device), a batch-first GRU without biases or a state over a transposed view of
 its output, and a two-layer RNN with relu over an unbatched input (a strided slice)"""
 
 import torch
@@ -15,7 +15,7 @@ class Model(nn.Module):
         self.rnn = nn.RNN(10, 6, 2, nonlinearity="relu")
 
     def forward(self, x):
-        out, hn = self.gru(x, self.h0)
+        out, hn = self.gru(x, self.h0.to(x.device))
         p, _ = self.plain(out.transpose(0, 1))
         r, rh = self.rnn(x[:, 0])
         return torch.cat([out.flatten(), hn.flatten(), p.flatten(), r.flatten(), rh.flatten()])

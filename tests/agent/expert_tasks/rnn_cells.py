@@ -16,7 +16,7 @@ class Model(nn.Module):
         self.rnn = nn.RNNCell(10, 5, bias=False, nonlinearity="relu")
 
     def forward(self, x):
-        h, c = self.h0, self.c0
+        h, c = self.h0.to(x.device), self.c0.to(x.device)
         for t in range(3):
             h, c = self.lstm(x[t], (h, c))
         g = self.gru(h)

@@ -21,6 +21,7 @@ module's own forward() signature, so positional and keyword spellings read alike
 from __future__ import annotations
 
 import inspect
+import operator
 from typing import Any
 
 import torch
@@ -130,10 +131,59 @@ def decomposed(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
     return False, None
 
 
+# A Python type given where PyTorch takes a dtype (``torch.ones(T, T, dtype=bool)``, Mamba2's
+# segsum) means the dtype PyTorch reads it as; torch.fx cannot record a type as an argument.
+_PY_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
+def _is_device(a: Any) -> bool:
+    """Whether a is the node of x.device."""
+    return (
+        isinstance(a, torch.fx.Node)
+        and a.op == "call_function"
+        and a.target is getattr
+        and len(a.args) == 2
+        and a.args[1] == "device"
+    )
+
+
 def tracer_class(base: type[torch.fx.Tracer]) -> type[torch.fx.Tracer]:
-    """base with the modules above traced as their computation."""
+    """base with the modules above traced as their computation, Python types given as a dtype
+    recorded as that dtype, and a comparison of two devices read as equal."""
 
     class Decomposing(base):  # type: ignore[misc, valid-type]
+        device_checks: list[torch.fx.Node]
+
+        def to_bool(self, obj: Any) -> bool:
+            # `if x.device != self.w.device: raise` (NetVLAD's): the judge runs a module and its
+            # inputs on one device, so devices compare equal; the comparison is dropped after
+            n = obj.node
+            if (
+                n.op == "call_function"
+                and n.target in (operator.eq, operator.ne)
+                and all(_is_device(a) for a in n.args)
+            ):
+                self.device_checks = [*getattr(self, "device_checks", []), n]
+                return n.target is operator.eq
+            return super().to_bool(obj)
+
+        def trace(self, root: Any, *args: Any, **kwargs: Any) -> torch.fx.Graph:
+            self.device_checks = []
+            graph = super().trace(root, *args, **kwargs)
+            for n in reversed(self.device_checks):
+                inputs = n.all_input_nodes
+                if not n.users:
+                    graph.erase_node(n)
+                for a in inputs:
+                    if not a.users:
+                        graph.erase_node(a)
+            return graph
+
+        def create_arg(self, a: Any) -> Any:
+            if isinstance(a, type) and a in _PY_DTYPES:
+                return _PY_DTYPES[a]
+            return super().create_arg(a)
+
         def call_module(
             self, m: nn.Module, forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:

@@ -46,6 +46,23 @@ def _arg(value: Any) -> Any:
     return repr(value)
 
 
+def _slice_by_size(graph: torch.fx.Graph) -> bool:
+    """Whether a node's arguments hold a slice bounded by a traced size (``self.bias[:, :, :t,
+    :t]``, which traces symbolically once buffers are proxies): a policy reads slices as
+    numbers, so such a module is traced with its sizes fixed, as before buffers were."""
+
+    def walk(a: Any) -> bool:
+        if isinstance(a, slice):
+            return any(isinstance(b, torch.fx.Node) for b in (a.start, a.stop, a.step))
+        if isinstance(a, (list, tuple)):
+            return any(walk(b) for b in a)
+        if isinstance(a, dict):
+            return any(walk(b) for b in a.values())
+        return False
+
+    return any(walk(n.args) or walk(n.kwargs) for n in graph.nodes)
+
+
 def _module_attrs(mod: torch.nn.Module) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for k, v in vars(mod).items():
@@ -71,7 +88,34 @@ def _target_name(node: torch.fx.Node) -> str:
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
-def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.Graph:
+def _defaults_beyond(model: torch.nn.Module, n: int) -> dict[str, Any]:
+    """forward()'s parameters after the n that get_inputs() gives, with their defaults
+    (``initial_states=None``, Mamba2's): traced as those constants, as every call passes them,
+    not as inputs that a ``None`` check would read as given."""
+    params = list(inspect.signature(model.forward).parameters.values())[n:]
+    return {q.name: q.default for q in params if q.default is not inspect.Parameter.empty}
+
+
+def _drop_constant_placeholders(graph: torch.fx.Graph, n: int) -> None:
+    """Remove what tracing with constants leaves: a placeholder after the first n, and fx's
+    checks that the call passes that constant (``_assert_is_none``; ``torch._assert`` of an
+    ``eq``), which read nothing else."""
+    extra = [node for node in graph.nodes if node.op == "placeholder"][n:]
+    for node in reversed(list(graph.nodes)):
+        name = getattr(node.target, "__name__", "")
+        check = node.op == "call_function" and name in ("_assert_is_none", "_assert")
+        if check and all(a in extra or a.users.keys() <= {node} for a in node.all_input_nodes):
+            inputs = node.all_input_nodes
+            graph.erase_node(node)
+            for a in inputs:  # the eq between the placeholder and its value
+                if a not in extra and not a.users:
+                    graph.erase_node(a)
+    for node in extra:
+        if not node.users:
+            graph.erase_node(node)
+
+
+def _trace_with_sizes(model: torch.nn.Module, args: list[Any], rest: dict[str, Any]) -> torch.fx.Graph:
     """Trace with every tensor's size known: ``x.size()``, ``x.shape`` and ``x.dim()`` give
     this run's numbers, so code that slices by a size (``self.bias[:, :, :T, :T]``, minGPT's
     causal mask) traces. Buffers stay nodes (``get_attr``), not tensors folded into constants,
@@ -79,10 +123,24 @@ def _trace_with_sizes(model: torch.nn.Module, args: list[Any]) -> torch.fx.Graph
     from torch.fx.experimental import meta_tracer  # noqa: PLC0415 - only for the fallback
 
     names = [n for n in inspect.signature(model.forward).parameters][: len(args)]
-    tracer = tracer_class(meta_tracer.MetaTracer)()
+
+    class SizedProxy(meta_tracer.MetaProxy):  # type: ignore[misc]
+        def size(self, dim: Any = None) -> Any:  # MetaProxy's reads x.size(0) as x.size()
+            meta = getattr(self, "_tensor_meta", None)
+            if dim is None or meta is None:
+                return super().size(dim)
+            return meta.size(dim)
+
+    class Sized(tracer_class(meta_tracer.MetaTracer)):  # type: ignore[misc]
+        def proxy(self, node: torch.fx.Node) -> Any:
+            return SizedProxy(node, self)
+
+    tracer = Sized()
     tracer.proxy_buffer_attributes = True
+    # the constructors it records as calls, torch.full too (its device kwarg-only, as theirs)
+    tracer._TORCH_METHODS_TO_PATCH = [*meta_tracer.MetaTracer._TORCH_METHODS_TO_PATCH, "full"]
     meta = {n: a.to("meta") if isinstance(a, torch.Tensor) else a for n, a in zip(names, args)}
-    return tracer.trace(model, meta)
+    return tracer.trace(model, meta, concrete_args=rest or None)
 
 
 def _constant_value(gm: torch.fx.GraphModule, target: str) -> Any:
@@ -154,12 +212,21 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
     assigns to its module (``self.h0 = self.h0.to(x.device)``) leaves a proxy there."""
     sizes = "symbolic"
     root = copy.deepcopy(model)
+    rest = _defaults_beyond(model, len(args))
     try:
-        graph = tracer_class(torch.fx.Tracer)().trace(root)
+        tracer = tracer_class(torch.fx.Tracer)()
+        # what forward() computes from a buffer (Swin's self.index.view(-1)) is in the graph,
+        # not folded into a constant that the module does not own
+        tracer.proxy_buffer_attributes = True
+        graph = tracer.trace(root, concrete_args=rest or None)
+        if _slice_by_size(graph):
+            raise torch.fx.proxy.TraceError("a slice bounded by a traced size")
     except Exception:  # noqa: BLE001 - e.g. slice indices that are proxies of x.size()
         root = copy.deepcopy(model)
-        graph = _trace_with_sizes(root, args)
+        graph = _trace_with_sizes(root, args, rest)
         sizes = "fixed"
+    if rest:
+        _drop_constant_placeholders(graph, len(args))
     assigned = _restore_assigned(root, model)
     gm = torch.fx.GraphModule(root, graph, type(model).__name__)
     _Prop(gm).propagate(*args)

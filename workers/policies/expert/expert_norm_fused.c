@@ -190,12 +190,17 @@ static void reg_kernel(struct kf_buf *b, const struct kfx_step *st, const struct
     kf_buf_printf(b, "%s", REG_HEAD);
     pass_list(b, st, true);
     kf_buf_printf(b, "%s", REG_STATS);
+    int bases = 0; /* leaves read at the row's coordinates: the only readers of i0, i1, i2 */
     for (int k = 0; k < st->ew_leaves; k++)
-        if (r->value[k] == NULL && !st->ew_held[k])
+        if (r->value[k] == NULL && !st->ew_held[k]) {
             kf_buf_printf(b,
                           "        const float *__restrict__ p%d = e%d + i0 * s%d0 + i1 * s%d1 "
                           "+ i2 * s%d2;\n",
                           k, k, k, k, k);
+            bases++;
+        }
+    if (bases == 0) /* every leaf held or a statistic (NetVLAD's normalize of a product) */
+        kf_buf_printf(b, "        (void)i0;\n        (void)i1;\n        (void)i2;\n");
     for (int k = 0; k < st->ew_leaves; k++)
         kfw_row4_base(b, r, k);
     kf_buf_printf(b, "#pragma unroll\n        for (int k = 0; k < K; ++k) {\n"

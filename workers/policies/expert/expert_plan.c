@@ -14,12 +14,18 @@
 #include "expert.h"
 
 void kfx_line(struct kfx_plan *p, const char *fmt, ...) {
-    char line[2048];
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap); /* a cat of many tensors: a long line, whole */
     va_end(ap);
-    kf_buf_printf(p->fwd, "        %s\n", line);
+    char *line = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (line != NULL) {
+        vsnprintf(line, (size_t)n + 1, fmt, again);
+        kf_buf_printf(p->fwd, "        %s\n", line);
+        free(line);
+    }
+    va_end(again);
 }
 
 void kfx_bind_param(struct kfx_plan *p, const char *local, const char *dotted, bool buffer) {
@@ -277,6 +283,13 @@ static const json_t *recorded_strides(const struct kfx_plan *p, int l) {
     return node ? json_object_get(json_object_get(node, "output"), "stride") : NULL;
 }
 
+/* Whether view l is laid out as a contiguous tensor of its shape (x[..., :, None], x[1:]): the
+ * trace recorded its node's output with no strides, which inspect writes for every other. */
+static bool laid_out(const struct kfx_plan *p, int l) {
+    const json_t *out = p->val[l].node ? json_object_get(p->val[l].node, "output") : NULL;
+    return json_is_array(json_object_get(out, "shape")) && json_object_get(out, "stride") == NULL;
+}
+
 /* The dimensions x's broadcast from c's leaves (contiguous, right-aligned) folds into, as the
  * model's _fold4 folds them: sizes of 1 dropped, a dimension merged into the one before it where
  * every leaf walks the two as one. */
@@ -287,7 +300,7 @@ static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const 
         /* a strided view: the strides the trace recorded; without them, no dimension is taken
          * to merge */
         const json_t *rec = y->noncontig ? recorded_strides(p, c->leaf[l]) : NULL;
-        if (y->noncontig && json_array_size(rec) != (size_t)y->ndim)
+        if (y->noncontig && json_array_size(rec) != (size_t)y->ndim && !laid_out(p, c->leaf[l]))
             return x->ndim;
         long long run = 1;
         for (int d = x->ndim - 1; d >= 0; d--) {
@@ -666,6 +679,40 @@ static int select_ops(struct kfx_plan *p, const char *s, const json_t *args, int
     return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
 }
 
+/* Logic on booleans (1.0f or 0.0f), when node's result is a bool tensor: ~m, torch.logical_not
+ * and bitwise_not; m & n, m | n, m ^ n and their logical_ and bitwise_ functions (a float
+ * operand of a logical_ function is true where it is not 0). Val k lazy. 1 handled, 0 none of
+ * them (an integer's bitwise op among them), -1 an operand not understood. */
+static int logic_ops(struct kfx_plan *p, const char *s, const json_t *args, int k,
+                     const json_t *node) {
+    static const char *const un[] = {"invert", "__invert__", "logical_not", "bitwise_not"};
+    static const char *const bin[][2] = {
+        {"and_", "&&"}, {"__and__", "&&"}, {"logical_and", "&&"}, {"bitwise_and", "&&"},
+        {"or_", "||"},  {"__or__", "||"},  {"logical_or", "||"},  {"bitwise_or", "||"},
+        {"xor", "!="},  {"__xor__", "!="}, {"logical_xor", "!="}, {"bitwise_xor", "!="},
+    };
+    const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
+    const char *sym = NULL;
+    bool unary = false;
+    for (size_t i = 0; i < sizeof(un) / sizeof(un[0]); i++)
+        unary = unary || !strcmp(s, un[i]);
+    for (size_t i = 0; i < sizeof(bin) / sizeof(bin[0]); i++)
+        if (!strcmp(s, bin[i][0]))
+            sym = bin[i][1];
+    if ((!unary && !sym) || dt == NULL || strcmp(dt, "bool") != 0)
+        return 0;
+    char a[48], b[48], e[200];
+    if (json_array_size(args) != (unary ? 1u : 2u) ||
+        arg_text(p, json_array_get(args, 0), a, sizeof(a)) != 0 ||
+        (!unary && arg_text(p, json_array_get(args, 1), b, sizeof(b)) != 0))
+        return -1;
+    if (unary)
+        snprintf(e, sizeof(e), "(%s != 0.0f) ? 0.0f : 1.0f", a);
+    else
+        snprintf(e, sizeof(e), "((%s != 0.0f) %s (%s != 0.0f)) ? 1.0f : 0.0f", a, sym, b);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 /* torch.addcmul(x, a, b, value=v) and addcdiv (x + v * a * b, x + v * a / b), torch.lerp(x, y,
  * w) (x + w * (y - x), w a number or a tensor): val k lazy. 1, 0 none of them, -1 an operand
  * not understood. */
@@ -795,6 +842,8 @@ static int elementwise(struct kfx_plan *p, const json_t *node, int k) {
         s = base;
     size_t na = json_array_size(args);
     int sel = json_object_size(kw) == 0 ? select_ops(p, s, args, k, node) : 0;
+    if (sel == 0 && json_object_size(kw) == 0)
+        sel = logic_ops(p, s, args, k, node);
     if (sel == 0)
         sel = ternary(p, s, args, kw, k, node);
     if (sel != 0) {
@@ -884,6 +933,10 @@ static int output_one(struct kfx_plan *p, const json_t *a, char *py, size_t n, c
         snprintf(detail, dlen, "an output that is not a tensor or a tuple of tensors (not yet)");
         return -1;
     }
+    if (p->val[v].held_float) { /* its dtype is an integer's: floats would not be equal */
+        snprintf(detail, dlen, "an output of torch.arange's integers (not yet)");
+        return -1;
+    }
     if (p->val[v].kind == KFX_INPUT || p->val[v].kind == KFX_PARAM) {
         /* returning an input: a copy, through an identity chain */
         int c = p->n_vals;
@@ -952,6 +1005,15 @@ static bool read_as_indices(const struct kfx_plan *p, const json_t *node, int de
             continue;
         if (s && !strcmp(s, "gather") && idx && name && !strcmp(idx, name))
             continue; /* torch.gather's index */
+        const char *sub = json_string_value(
+            json_object_get(json_array_get(json_object_get(users[i], "args"), 1), "node"));
+        if (s && !strcmp(s, "getitem") && sub && name && !strcmp(sub, name))
+            continue; /* x[idx]'s index (kfx_plan_index_rows) */
+        const char *field = json_string_value(json_array_get(json_object_get(users[i], "args"), 1));
+        if (s && (!strcmp(s, "size") || !strcmp(s, "dim") ||
+                  (!strcmp(s, "getattr") && field &&
+                   (!strcmp(field, "shape") || !strcmp(field, "device")))))
+            continue; /* its shape or device, not its values */
         if (!view || depth >= 4 || !read_as_indices(p, users[i], depth + 1))
             return false;
     }
@@ -962,7 +1024,8 @@ static bool read_as_indices(const struct kfx_plan *p, const json_t *node, int de
  * kernel sums the mask's float copy, and the result would have the wrong dtype). */
 static bool integer_made_float(const struct kfx_plan *p, const json_t *node, int k) {
     const char *dt = json_string_value(json_object_get(json_object_get(node, "output"), "dtype"));
-    return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int;
+    return dt && strcmp(dt, "float32") != 0 && p->val[k].kind == KFX_TENSOR && !p->val[k].is_int &&
+           !p->val[k].held_float;
 }
 
 /* A forward() that assigns to its module a value computed from its inputs (KernelBench's

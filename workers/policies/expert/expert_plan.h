@@ -21,7 +21,7 @@ struct kf_buf;
 #define KFX_MAX_LEAVES 12
 #define KFX_MAX_DIMS 8
 #define KFX_MAX_SUB 4
-#define KFX_MAX_CAT 8
+#define KFX_MAX_CAT 64 /* a DenseNet block cats up to 49 (DenseNet201) */
 
 enum kfx_vkind {
     KFX_INPUT,  /* a forward() argument: x0, x1.. */
@@ -42,12 +42,13 @@ struct kfx_val {
     int ndim;
     long long shape[KFX_MAX_DIMS]; /* the graph's shape (from the reference's run) */
     int is_int;                    /* int64 (arg-reductions): cannot feed elementwise code */
-    const json_t *node;            /* tuple: the max/min node that getitem resolves; borrowed */
-    int view_of;    /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
-    bool noncontig; /* a transposed or permuted view: read through its strides only (a kernel
-                       that wants it contiguous gets a copy, kfx_materialise) */
-    int as_tensor;  /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
-    bool offset;    /* a strided view that may start past its root's first element (a slice) */
+    bool held_float;    /* of an integer dtype, held as float32 values (torch.arange, its views) */
+    const json_t *node; /* tuple: the max/min node that getitem resolves; borrowed */
+    int view_of;        /* a view (expert_plan_view.c): 1 + the val it views at its root, else 0 */
+    bool noncontig;     /* a transposed or permuted view: read through its strides only (a kernel
+                           that wants it contiguous gets a copy, kfx_materialise) */
+    int as_tensor;      /* a KFX_SIZE scalar read by elementwise code: 1 + its 0-d tensor's val */
+    bool offset;        /* a strided view that may start past its root's first element (a slice) */
     int diag;     /* torch.diag(v) of a vector v, held as v viewed as a column (1: a matmul's a) or
                      a row (2: its b); only a matmul reads it (expert_plan_diag.c); else 0 */
     int flipped;  /* 1 + the dim along which this val's tensor holds its value reversed: only
@@ -73,7 +74,7 @@ enum kfx_skind {
     KFX_CAST,   /* a boolean or integer input read into float32 (expert_cast.c) */
     KFX_XENT,   /* cross entropy of logits and int64 class indices (expert_xent.c) */
     KFX_CAT,    /* torch.cat of contiguous tensors along a dim (expert_cat.c) */
-    KFX_MASK,   /* the rows x cols mask of a tril or triu, made once per shape (expert_tri.c) */
+    KFX_MASK,   /* a tril or triu mask, or a filled tensor, made once per shape (expert_tri.c) */
     KFX_EMBED,  /* the rows of an embedding's weight that int64 indices name (expert_embed.c) */
     KFX_GATHER, /* each output element read from the input through a rule per dim: padding,
                    interpolation, pixel shuffle, flip, adaptive pools (expert_gather.c) */
@@ -147,7 +148,8 @@ struct kfx_step {
     int n_sub;
     struct kfx_sub sub[KFX_MAX_SUB];
     int sub_out[KFX_MAX_SUB];
-    int diag; /* MASK: the diagonal (op "tril" or "triu") */
+    int diag;          /* MASK: the diagonal (op "tril", "triu" or "eye") */
+    double fill, step; /* MASK: op "full"'s value; "arange"'s start and step */
     /* GATHER: the output, contiguous, seen as g_nd dims of extents g_out; its coordinate o
      * along dim d reads the input (contiguous, g_numel elements) at coordinate rule_d(o) of
      * extent g_n[d] and stride g_stride[d]; g_lo, g_scale: the rule's offset and scale (enum
@@ -354,6 +356,11 @@ char *kfx_cat_src(const struct kfx_step *st, const char *backend, int v);
  * the matmul it is: 1, 0 when it is not an einsum, -1 with detail (the equation). */
 int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                     size_t dlen);
+/* expert_plan_contract.c: einsum node (val k) of equation text over the operands ops (a list of
+ * node arguments), contracted a pair at a time as matmuls and broadcast products: 1, or -1 with
+ * detail (the equation). */
+int kfx_plan_contract(struct kfx_plan *p, const json_t *node, int k, const char *text,
+                      const json_t *ops, char *detail, size_t dlen);
 /* A node {"name", "op": "call_function", "target", "args", "kwargs": {}, "output"} that no FX
  * graph has, appended to the plan's graph copy (which owns it and keeps it in its "kfx_einsum"
  * list): an operator written as others (an einsum as a matmul). NULL when memory ran out. */
@@ -378,6 +385,16 @@ int kfx_plan_rewrite(struct kfx_plan *p, const json_t *node, int k, const char *
  * select against a mask that a KFX_MASK step makes: 1, 0 when it is not one, -1 with detail. */
 int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                  size_t dlen);
+/* torch.ones, zeros, full and eye made in forward() (and x.new_ones, new_zeros, new_full), of
+ * float32 or bool, and torch.arange: a KFX_MASK step fills the tensor once per shape and device. 1,
+ * 0 when node is none of them, -1 with detail. */
+int kfx_plan_fill(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
+                  size_t dlen);
+/* torch.arange node's start and step (its end given by its output's length): false when they are
+ * not numbers or sizes, or the output not float32 or int64 of one dim. */
+bool kfx_arange_args(const struct kfx_plan *p, const json_t *node, double *start, double *step);
+/* Val k (node's): the view py (Python text) of val v, read through its strides: 1. */
+int kfx_view_as(struct kfx_plan *p, const json_t *node, int k, int v, const char *py);
 /* The rows x cols mask of op ("tril" or "triu") at diagonal diag, made by a new KFX_MASK step
  * (named after val k): the mask's val (1.0f kept, 0.0f not), or -1 with detail. */
 int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
@@ -418,6 +435,9 @@ char *kfx_gather_src(const struct kfx_step *st, const char *backend, int v);
 bool kfx_is_embedding(const json_t *node);
 int kfx_plan_embedding(struct kfx_plan *p, const json_t *node, int k, int weight, char *detail,
                        size_t dlen);
+/* x[idx] of a float tensor by an int64 input or buffer (getitem node, val k): the rows of x as
+ * [V, D], a KFX_EMBED step. 1, 0 when the index is not an integer tensor, -1 with detail. */
+int kfx_plan_index_rows(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen);
 char *kfx_embed_src(const struct kfx_step *st, const char *backend, int v);
 
 /* expert_plan_rnn.c: kfx_is_rnn: whether node calls an nn.LSTM, GRU or RNN. kfx_plan_rnn plans

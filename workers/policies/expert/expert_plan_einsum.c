@@ -6,10 +6,10 @@
  *   "bij,bjk->bik", "bhqd,bhkd->bhqk"        batch indices leading both operands and the output
  *   "bijl,lk->bijk"                          a tensor's last dim times a matrix (no batch index)
  *
- * Anything else (more than one contracted index, an index summed within one operand, a
- * repeated or broadcast index, an output in another order, three operands) is refused with the
- * equation named. The rewritten nodes live in the plan's copy of the graph (its "kfx_einsum"
- * array), which the plan owns as long as the steps that point into it. */
+ * Anything else (more than one contracted index, an index summed within one operand, an
+ * output in another order, three operands) is contracted a pair at a time by
+ * expert_plan_contract.c. The rewritten nodes live in the plan's copy of the graph (its
+ * "kfx_einsum" array), which the plan owns as long as the steps that point into it. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,15 +155,16 @@ int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s
         return 0;
     const json_t *args = json_object_get(node, "args");
     const char *text = json_string_value(json_array_get(args, 0));
-    const json_t *ops = json_array_get(args, 1);
-    if (json_array_size(args) == 3)
-        ops = json_pack("[O, O]", json_array_get(args, 1), json_array_get(args, 2));
+    /* the operands as one list: torch.einsum(eq, [a, b]) or torch.einsum(eq, a, b, ...) */
+    json_t *ops = json_array();
+    if (json_array_size(args) == 2 && json_is_array(json_array_get(args, 1)))
+        json_array_extend(ops, json_array_get(args, 1));
     else
-        json_incref((json_t *)ops);
+        for (size_t i = 1; i < json_array_size(args); i++)
+            json_array_append(ops, json_array_get(args, i));
     struct eq e = {{0}, {0}, {0}};
     int a = json_array_size(ops) == 2 ? kfx_arg_val(p, json_array_get(ops, 0)) : -1;
     int b = json_array_size(ops) == 2 ? kfx_arg_val(p, json_array_get(ops, 1)) : -1;
-    json_decref((json_t *)ops);
     char batch[MAX_IDX + 1], m[MAX_IDX + 1], nn[MAX_IDX + 1], kk[MAX_IDX + 1], lone[2][MAX_IDX + 1];
     bool ok = text && parse(text, &e) == 0 && a >= 0 && b >= 0 && p->val[a].kind != KFX_SIZE &&
               p->val[b].kind != KFX_SIZE && !p->val[a].is_int && !p->val[b].is_int &&
@@ -186,13 +187,12 @@ int kfx_plan_einsum(struct kfx_plan *p, const json_t *node, int k, const char *s
              tb >= 0 && strlen(nn) == 1 &&
              (batch[0] ? strlen(m) == 1 : (ta == 0 || strlen(m) == 1));
     }
-    if (!ok) {
-        snprintf(detail, dlen,
-                 "einsum \"%s\" (only a matrix product of two operands: one contracted index, "
-                 "batch indices leading, not yet)",
-                 text ? text : "?");
-        return -1;
+    if (!ok) { /* any other form: contracted a pair at a time (expert_plan_contract.c) */
+        int rc = kfx_plan_contract(p, node, k, text, ops, detail, dlen);
+        json_decref(ops);
+        return rc;
     }
+    json_decref(ops);
     char na[160], nb[160];
     if (operand(p, a, ta == 1, "einsum_a", na, sizeof(na), detail, dlen) != 0 ||
         operand(p, b, tb == 1, "einsum_b", nb, sizeof(nb), detail, dlen) != 0)

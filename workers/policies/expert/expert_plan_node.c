@@ -1045,6 +1045,8 @@ int kfx_plan_anchor(struct kfx_plan *p, const json_t *node, int k, char *detail,
     if (crc == 0)
         crc = kfx_plan_tri(p, node, k, s, detail, dlen);
     if (crc == 0)
+        crc = kfx_plan_fill(p, node, k, s, detail, dlen);
+    if (crc == 0)
         crc = kfx_plan_einsum(p, node, k, s, detail, dlen);
     if (crc == 0)
         crc = kfx_plan_rewrite(p, node, k, s, detail, dlen);

@@ -93,8 +93,9 @@ static const char *source(struct kfx_plan *p, int *vp, char *detail, size_t dlen
     /* an identity (dropout, contiguous, clone) of a materialised val: that val */
     for (int j; (j = kfx_identity_of(p, v)) >= 0 && !p->val[j].noncontig;)
         v = j; /* not past x.transpose(..).contiguous(): the copy is wanted */
+    /* an input or a buffer of indices: its views */
     if (v < 0 || p->val[v].kind == KFX_TUPLE || p->val[v].kind == KFX_SIZE ||
-        (p->val[v].is_int && p->val[v].kind != KFX_INPUT)) /* an input of indices: its views */
+        (p->val[v].is_int && p->val[v].kind != KFX_INPUT && p->val[v].kind != KFX_PARAM))
         return NULL;
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return NULL;
@@ -163,6 +164,10 @@ static int shape_text(const struct kfx_plan *p, const json_t *node, char *out, s
     size_t from = list ? 0 : 1, count = list ? json_array_size(list) : json_array_size(args);
     const json_t *src = list ? list : args;
     out[0] = '\0';
+    if (list && count == 0) { /* x.reshape(()): a 0-d tensor */
+        snprintf(out, n, "()");
+        return 0;
+    }
     if (count <= from)
         return -1;
     for (size_t i = from; i < count; i++) {
@@ -225,6 +230,8 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
     snprintf(name, sizeof(name), "w%d", k);
     kfx_line(p, "%s = %s", name, py);
     kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].is_int = p->val[v].is_int; /* as its source holds it (an int64 arange: floats) */
+    p->val[k].held_float = p->val[v].held_float;
     p->val[k].view_of = p->val[v].view_of ? p->val[v].view_of : v + 1;
     return 1;
 }
@@ -244,7 +251,14 @@ static void strided_view(struct kfx_plan *p, const json_t *node, int k, int v, c
     snprintf(name, sizeof(name), "w%d", k);
     kfx_line(p, "%s = %s", name, py);
     kfx_set_val(p, k, node, p->val[v].kind, name);
+    p->val[k].is_int = p->val[v].is_int; /* as its source holds it (an int64 arange: floats) */
+    p->val[k].held_float = p->val[v].held_float;
     mark_strided(p, k, v, offset);
+}
+
+int kfx_view_as(struct kfx_plan *p, const json_t *node, int k, int v, const char *py) {
+    strided_view(p, node, k, v, py, true);
+    return 1;
 }
 
 /* Whether the transposing node (s, or the attribute field) over val v swaps v's last two dims
@@ -515,6 +529,11 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
         snprintf(py, sizeof(py), "%s.%s(%s)", p->val[v].py, s, idx);
     } else {
         const json_t *ix = json_array_get(args, 1);
+        if (json_is_object(ix)) { /* x[idx] by an integer tensor: rows gathered */
+            int rc = kfx_plan_index_rows(p, node, k, detail, dlen);
+            if (rc != 0)
+                return rc;
+        }
         size_t n = json_is_array(ix) ? json_array_size(ix) : 1;
         for (size_t i = 0; i < n; i++) {
             char one[64];
