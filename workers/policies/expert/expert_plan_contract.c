@@ -89,13 +89,16 @@ static bool has(const char *s, char c) {
     return strchr(s, c) != NULL;
 }
 
-/* The indices of s for which keep(c) holds, in s's order, appended to r. */
+/* The indices of s that are in yes (when given) and not in no (when given), in s's order,
+ * appended to r where r does not hold them yet (r stays terminated after each, since it is
+ * searched as it grows). */
 static void take(const char *s, const char *yes, const char *no, char *r) {
     size_t n = strlen(r);
     for (const char *c = s; *c; c++)
-        if ((yes == NULL || has(yes, *c)) && (no == NULL || !has(no, *c)) && !has(r, *c))
+        if ((yes == NULL || has(yes, *c)) && (no == NULL || !has(no, *c)) && !has(r, *c)) {
             r[n++] = *c;
-    r[n] = '\0';
+            r[n] = '\0';
+        }
 }
 
 static json_t *meta(const struct job *j, const char *sub, bool strided, const long long *stride) {

@@ -211,11 +211,13 @@ static int view(struct kfx_plan *p, const json_t *node, int k, const char *s, ch
         long long en = json_is_integer(b) ? json_integer_value(b) : -1;
         st = st < 0 ? st + nd : st;
         en = en < 0 ? en + nd : en;
-        if (nd == 0 || st < 0 || en >= nd || st > en) {
+        if (nd == 0 && st == 0 && en == -1) /* a 0-d tensor flattened: one element, 1-D */
+            snprintf(py, sizeof(py), "%s.view(1)", src);
+        else if (nd == 0 || st < 0 || en >= nd || st > en) {
             snprintf(detail, dlen, "flatten of a %d-D tensor from %lld to %lld", nd, st, en);
             return -1;
-        }
-        snprintf(py, sizeof(py), "%s.flatten(%lld, %lld)", src, st, en);
+        } else
+            snprintf(py, sizeof(py), "%s.flatten(%lld, %lld)", src, st, en);
     } else {
         const json_t *d = operand(node, 1, "dim");
         if (!json_is_integer(d)) {
