@@ -10,8 +10,8 @@
  * (a comparison's 1.0f or 0.0f, torch.ones(T, T, dtype=bool)) is selected alike.
  *
  * Tensors that forward() makes from sizes alone (torch.ones, zeros, full and eye, float32 or
- * bool, as 1.0f and 0.0f) are made the same way, by a KFX_MASK step that fills them once per
- * shape and device: Mamba2's segsum builds its causal mask as
+ * bool, as 1.0f and 0.0f; torch.arange and linspace) are made the same way, by a KFX_MASK step that
+ * fills them once per shape and device: Mamba2's segsum builds its causal mask as
  * torch.tril(torch.ones(T, T, dtype=bool)). Each source is built in a fresh buffer that the
  * caller owns and frees. */
 #include <stdbool.h>
@@ -225,10 +225,42 @@ static int arange(struct kfx_plan *p, const json_t *node, int k, char *detail, s
     return 1;
 }
 
+/* torch.linspace(start, end, steps) of float32: start + j * (end - start) / (steps - 1), as
+ * torch.arange's fill (PyTorch counts the upper half down from end: the two differ by a rounding
+ * of the step). Val k lazy. 1, or -1 with detail. */
+static int linspace(struct kfx_plan *p, const json_t *node, int k, char *detail, size_t dlen) {
+    const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    const json_t *out = json_object_get(node, "output");
+    const char *dt = json_string_value(json_object_get(out, "dtype"));
+    const json_t *shape = json_object_get(out, "shape");
+    double a = 0.0, b = 0.0;
+    const json_t *ja =
+        json_array_size(args) > 0 ? json_array_get(args, 0) : json_object_get(kw, "start");
+    const json_t *jb =
+        json_array_size(args) > 1 ? json_array_get(args, 1) : json_object_get(kw, "end");
+    if (!dt || strcmp(dt, "float32") != 0 || json_array_size(shape) != 1 || !ja || !jb ||
+        !number(p, ja, &a) || !number(p, jb, &b) || json_object_get(kw, "out")) {
+        snprintf(
+            detail, dlen,
+            "torch.linspace of other than float32, or by other than numbers and sizes (not yet)");
+        return -1;
+    }
+    const long long n[1] = {json_integer_value(json_array_get(shape, 0))};
+    int mv = made(p, k, "arange", 0, a, n[0] > 1 ? (b - a) / (double)(n[0] - 1) : 0.0, n, 1, detail,
+                  dlen);
+    if (mv < 0)
+        return -1;
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", mv);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 int kfx_plan_fill(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
                   size_t dlen) {
     if (!strcmp(s, "arange"))
         return arange(p, node, k, detail, dlen);
+    if (!strcmp(s, "linspace"))
+        return linspace(p, node, k, detail, dlen);
     static const char *const names[] = {"ones",     "zeros",     "full",     "eye",
                                         "new_ones", "new_zeros", "new_full", NULL};
     bool known = false;
