@@ -136,6 +136,18 @@ static int made(struct kfx_plan *p, int k, const char *op, long long diag, doubl
     return mv;
 }
 
+/* Val k (node's) a tensor that made() fills (op, fill, step), read as the mask's val: lazy. 1, or
+ * -1 with detail. */
+static int filled(struct kfx_plan *p, const json_t *node, int k, const char *op, double fill,
+                  double step, const long long *shape, int nd, char *detail, size_t dlen) {
+    int mv = made(p, k, op, 0, fill, step, shape, nd, detail, dlen);
+    if (mv < 0)
+        return -1;
+    char e[16];
+    snprintf(e, sizeof(e), "v%d", mv);
+    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+}
+
 int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
                  long long diag, char *detail, size_t dlen) {
     const long long shape[2] = {rows, cols};
@@ -213,12 +225,7 @@ static int arange(struct kfx_plan *p, const json_t *node, int k, char *detail, s
         return -1;
     }
     const long long n[1] = {json_integer_value(json_array_get(shape, 0))};
-    int mv = made(p, k, "arange", 0, start, step, n, 1, detail, dlen);
-    if (mv < 0)
-        return -1;
-    char e[16];
-    snprintf(e, sizeof(e), "v%d", mv);
-    if (kfx_set_lazy(p, k, node, e) != 0)
+    if (filled(p, node, k, "arange", start, step, n, 1, detail, dlen) != 1)
         return -1;
     p->val[k].is_int = 0; /* not a boolean: its values, as floats */
     p->val[k].held_float = true;
@@ -246,13 +253,8 @@ static int linspace(struct kfx_plan *p, const json_t *node, int k, char *detail,
         return -1;
     }
     const long long n[1] = {json_integer_value(json_array_get(shape, 0))};
-    int mv = made(p, k, "arange", 0, a, n[0] > 1 ? (b - a) / (double)(n[0] - 1) : 0.0, n, 1, detail,
-                  dlen);
-    if (mv < 0)
-        return -1;
-    char e[16];
-    snprintf(e, sizeof(e), "v%d", mv);
-    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    return filled(p, node, k, "arange", a, n[0] > 1 ? (b - a) / (double)(n[0] - 1) : 0.0, n, 1,
+                  detail, dlen);
 }
 
 int kfx_plan_fill(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
@@ -287,12 +289,7 @@ int kfx_plan_fill(struct kfx_plan *p, const json_t *node, int k, const char *s, 
     int nd = (int)json_array_size(shape);
     for (int d = 0; d < nd; d++)
         sh[d] = json_integer_value(json_array_get(shape, (size_t)d));
-    int mv = made(p, k, eye ? "eye" : "full", 0, v, 0.0, sh, nd, detail, dlen);
-    if (mv < 0)
-        return -1;
-    char e[16];
-    snprintf(e, sizeof(e), "v%d", mv);
-    return kfx_set_lazy(p, k, node, e) == 0 ? 1 : -1;
+    return filled(p, node, k, eye ? "eye" : "full", v, 0.0, sh, nd, detail, dlen);
 }
 
 int kfx_plan_tri(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
