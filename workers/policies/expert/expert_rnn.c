@@ -15,6 +15,7 @@
 #include "buf.h"
 #include "expert_args.h"
 #include "expert_plan.h"
+#include "expert_rnn.h"
 
 int kfx_rnn_spec_of(const json_t *node, struct kfx_rnn_spec *r) {
     const json_t *at = json_object_get(node, "attrs");
@@ -141,27 +142,34 @@ static void cuda_fused(struct kf_buf *b, int mode, long long H) {
     kf_buf_printf(
         b,
         "constexpr int kJB = %d, kRows = kG * kJB; // hidden units and W_hh rows per block\n\n"
+        "// The dots of W_hh row wr with the N hidden states h (entry n at h + n * hs), a warp's "
+        "lanes\n// splitting the row, four entries at a time: lane 0 stores entry n's at "
+        "out[n * os].\n"
+        "__device__ __forceinline__ void row_dots(const float *wr, const float *h, int64_t hs, "
+        "int64_t N,\n                                         float *out, int64_t os, int lane) "
+        "{\n"
+        "    for (int64_t n0 = 0; n0 < N; n0 += 4) {\n"
+        "        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+        "        for (int64_t k = lane; k < kH; k += 32) {\n"
+        "            const float wv = wr[k];\n#pragma unroll\n"
+        "            for (int i = 0; i < 4; ++i)\n"
+        "                if (n0 + i < N)\n"
+        "                    a[i] += wv * h[(n0 + i) * hs + k];\n        }\n"
+        "#pragma unroll\n        for (int i = 0; i < 4; ++i) {\n"
+        "            for (int o = 16; o > 0; o >>= 1)\n"
+        "                a[i] += __shfl_xor_sync(0xffffffffu, a[i], o);\n"
+        "            if (lane == 0 && n0 + i < N)\n"
+        "                out[(n0 + i) * os] = a[i];\n        }\n    }\n}\n\n"
         "__global__ void __launch_bounds__(256) fused(%s,\n        const float *__restrict__ "
         "whh) {\n"
         "    extern __shared__ float dots[]; // N x kRows: hp W_hh^T at this block's rows\n"
         "    const int warp = threadIdx.x / 32, lane = threadIdx.x %% 32;\n"
         "    const int64_t j0 = (int64_t)blockIdx.x * kJB;\n"
         "    (void)cp; // an LSTM's\n    (void)c;\n"
-        "    for (int r = warp; hp != nullptr && r < kRows; r += 8) {\n"
-        "        if (j0 + r %% kJB >= kH)\n            continue;\n"
-        "        const float *wr = whh + ((r / kJB) * kH + j0 + r %% kJB) * kH;\n"
-        "        for (int64_t n0 = 0; n0 < N; n0 += 4) {\n"
-        "            float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
-        "            for (int64_t k = lane; k < kH; k += 32) {\n"
-        "                const float wv = wr[k];\n#pragma unroll\n"
-        "                for (int i = 0; i < 4; ++i)\n"
-        "                    if (n0 + i < N)\n"
-        "                        a[i] += wv * hp[(n0 + i) * hs + k];\n            }\n"
-        "#pragma unroll\n            for (int i = 0; i < 4; ++i) {\n"
-        "                for (int o = 16; o > 0; o >>= 1)\n"
-        "                    a[i] += __shfl_xor_sync(0xffffffffu, a[i], o);\n"
-        "                if (lane == 0 && n0 + i < N)\n"
-        "                    dots[(n0 + i) * kRows + r] = a[i];\n            }\n        }\n    }\n"
+        "    for (int r = warp; hp != nullptr && r < kRows; r += 8)\n"
+        "        if (j0 + r %% kJB < kH)\n"
+        "            row_dots(whh + ((r / kJB) * kH + j0 + r %% kJB) * kH, hp, hs, N, dots + r, "
+        "kRows, lane);\n"
         "    __syncthreads();\n"
         "    for (int64_t e = threadIdx.x; e < N * kJB; e += blockDim.x) {\n"
         "        const int64_t n = e / kJB, j = j0 + e %% kJB;\n"
@@ -259,8 +267,9 @@ static const char LOOP_TAIL[] = "                hp = yt;\n"
                                 "        }\n"
                                 "    }\n";
 
-/* fused: variant 1, the step kernel with the recurrent product inside while its dots fit. */
-static void cuda_entry(struct kf_buf *b, bool fused) {
+/* fused: variant 1, the step kernel with the recurrent product inside while its dots fit;
+ * persist: variant 2, the persistent kernel where it fits, else variant 1. */
+static void cuda_entry(struct kf_buf *b, bool fused, bool persist) {
     kf_buf_printf(
         b,
         "    if (T <= 0 || N <= 0)\n        return (int)cudaErrorInvalidValue;\n"
@@ -270,12 +279,12 @@ static void cuda_entry(struct kf_buf *b, bool fused) {
         "    cublasStatus_t st = cublasSetStream(hd, 0);\n"
         "    if (st != CUBLAS_STATUS_SUCCESS)\n        return kCublasError + (int)st;\n"
         "    const float one = 1.0f, zero = 0.0f;\n"
-        "    const unsigned blocks = (unsigned)((N * kH + 255) / 256);\n%s%s"
+        "    const unsigned blocks = (unsigned)((N * kH + 255) / 256);\n%s%s%s"
         "            // row-major g = in W_ih^T is column-major g^T = W_ih^T^T in^T\n"
         "            st = cublasSgemm_64(hd, CUBLAS_OP_T, CUBLAS_OP_N, GH, rows, iw, &one, p[0], "
         "iw, in, iw,\n                                &zero, g, GH);\n"
         "            if (st != CUBLAS_STATUS_SUCCESS)\n                return kCublasError + "
-        "(int)st;\n%s"
+        "(int)st;\n%s%s"
         "%s"
         "                if (hp != nullptr) {\n"
         "                    st = cublasSgemm_64(hd, CUBLAS_OP_T, CUBLAS_OP_N, GH, N, kH, &one, "
@@ -290,7 +299,10 @@ static void cuda_entry(struct kf_buf *b, bool fused) {
         fused ? "    const size_t smem = sizeof(float) * N * kRows;\n"
                 "    const bool fits = smem <= 48 * 1024; // the step kernel's dots fit\n"
               : "",
-        LOOP_HEAD, LOOP_STEPS,
+        persist ? "    unsigned pblocks = 0;\n    size_t psmem = 0;\n"
+                  "    const bool pok = persist_fits(N, &pblocks, &psmem);\n"
+                : "",
+        LOOP_HEAD, persist ? kfx_rnn_persist_launch() : "", LOOP_STEPS,
         fused ? "                if (fits) {\n"
                 "                    fused<<<(unsigned)((kH + kJB - 1) / kJB), 256, smem, 0>>>(\n"
                 "                        g + t * rt * GH, rn * GH, bi, bh, hp, hs, cp, c, yt, rn * "
@@ -318,19 +330,21 @@ static void cpu_entry(struct kf_buf *b) {
 char *kfx_rnn_src(const struct kfx_step *st, const char *backend, int v) {
     struct kfx_rnn_spec r;
     const bool cuda = strcmp(backend, "cuda") == 0;
-    if (v < 0 || v > (cuda ? 1 : 0) || kfx_rnn_spec_of(st->node, &r) != 0)
+    if (v < 0 || v > (cuda ? 2 : 0) || kfx_rnn_spec_of(st->node, &r) != 0)
         return NULL;
     struct kf_buf b = {0};
     head(&b, st->fn, st->node, &r, cuda);
     if (cuda)
         cuda_cell(&b, r.mode);
-    if (cuda && v == 1)
+    if (cuda && v >= 1)
         cuda_fused(&b, r.mode, r.H);
+    if (cuda && v == 2)
+        kfx_rnn_persist_kernel(&b, r.H, r.mode == 0, CELL[r.mode], CELL_STORE);
     if (!cuda)
         cpu_cell(&b, r.mode);
     signature(&b, st->fn, &r);
     if (cuda)
-        cuda_entry(&b, v == 1);
+        cuda_entry(&b, v >= 1, v == 2);
     else
         cpu_entry(&b);
     return b.data;
