@@ -142,7 +142,7 @@ static int item(struct kfx_plan *p, enum kfx_vkind kind, const char *py, const l
 }
 
 /* The forward lines: the outputs allocated (out, h, and c for an LSTM: new at every call, a
- * caller may keep them), the scratch (the input projections of one layer and direction, the
+ * caller may keep them), the scratch (the input projections of one layer's directions, the
  * recurrent product of one step, the outputs of two inner layers), the kernel's call. */
 static void forward_lines(struct kfx_plan *p, const struct kfx_step *st, int k, const char *x,
                           const char *h0, const char *c0, const char *weights,
@@ -182,8 +182,11 @@ static void forward_lines(struct kfx_plan *p, const struct kfx_step *st, int k, 
         kfx_line(p, "    raise ValueError(f\"%s: an initial state of {tuple(%s.shape)}\")", path,
                  h);
     }
-    kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_T * t%d_N, %lld), t%d_x)", k, k, k, k,
-             r->s.G * r->s.H, k);
+    char dirs[32] = ""; /* the input projections of both directions (the cuda kernels') */
+    if (r->s.D > 1)
+        snprintf(dirs, sizeof(dirs), " * %lld", r->s.D);
+    kfx_line(p, "t%d_g = _scratch(self, \"t%d_g\", (t%d_T * t%d_N%s, %lld), t%d_x)", k, k, k, k,
+             dirs, r->s.G * r->s.H, k);
     kfx_line(p, "t%d_hg = _scratch(self, \"t%d_hg\", (t%d_N, %lld), t%d_x)", k, k, k,
              r->s.G * r->s.H, k);
     if (r->s.L > 1)

@@ -280,9 +280,11 @@ static void cuda_entry(struct kf_buf *b, bool fused, bool persist) {
         "    if (st != CUBLAS_STATUS_SUCCESS)\n        return kCublasError + (int)st;\n"
         "    const float one = 1.0f, zero = 0.0f;\n"
         "    const unsigned blocks = (unsigned)((N * kH + 255) / 256);\n%s%s%s"
-        "            // row-major g = in W_ih^T is column-major g^T = W_ih^T^T in^T\n"
+        "            // row-major g = in W_ih^T is column-major g^T = W_ih^T^T in^T; each "
+        "direction's own\n"
+        "            float *const gl = g + d * rows * GH;\n"
         "            st = cublasSgemm_64(hd, CUBLAS_OP_T, CUBLAS_OP_N, GH, rows, iw, &one, p[0], "
-        "iw, in, iw,\n                                &zero, g, GH);\n"
+        "iw, in, iw,\n                                &zero, gl, GH);\n"
         "            if (st != CUBLAS_STATUS_SUCCESS)\n                return kCublasError + "
         "(int)st;\n%s%s"
         "%s"
@@ -291,7 +293,7 @@ static void cuda_entry(struct kf_buf *b, bool fused, bool persist) {
         "p[1], kH, hp,\n                                        hs, &zero, hg, GH);\n"
         "                    if (st != CUBLAS_STATUS_SUCCESS)\n"
         "                        return kCublasError + (int)st;\n                }\n"
-        "                cell<<<blocks, 256, 0, 0>>>(g + t * rt * GH, rn * GH, bi, bh, hp, hs, "
+        "                cell<<<blocks, 256, 0, 0>>>(gl + t * rt * GH, rn * GH, bi, bh, hp, hs, "
         "cp, c, yt,\n                                            rn * DH, last, N, hg);\n"
         "                const cudaError_t e = cudaGetLastError();\n"
         "                if (e != cudaSuccess)\n                    return (int)e;\n%s"
@@ -303,16 +305,17 @@ static void cuda_entry(struct kf_buf *b, bool fused, bool persist) {
                   "    const bool pok = persist_fits(N, &pblocks, &psmem);\n"
                 : "",
         LOOP_HEAD, persist ? kfx_rnn_persist_launch() : "", LOOP_STEPS,
-        fused ? "                if (fits) {\n"
-                "                    fused<<<(unsigned)((kH + kJB - 1) / kJB), 256, smem, 0>>>(\n"
-                "                        g + t * rt * GH, rn * GH, bi, bh, hp, hs, cp, c, yt, rn * "
-                "DH, last, N, p[1]);\n"
-                "                    const cudaError_t fe = cudaGetLastError();\n"
-                "                    if (fe != cudaSuccess)\n                        return "
-                "(int)fe;\n"
-                "                    hp = yt;\n                    hs = rn * DH;\n"
-                "                    cp = c;\n                    continue;\n                }\n"
-              : "",
+        fused
+            ? "                if (fits) {\n"
+              "                    fused<<<(unsigned)((kH + kJB - 1) / kJB), 256, smem, 0>>>(\n"
+              "                        gl + t * rt * GH, rn * GH, bi, bh, hp, hs, cp, c, yt, rn * "
+              "DH, last, N, p[1]);\n"
+              "                    const cudaError_t fe = cudaGetLastError();\n"
+              "                    if (fe != cudaSuccess)\n                        return "
+              "(int)fe;\n"
+              "                    hp = yt;\n                    hs = rn * DH;\n"
+              "                    cp = c;\n                    continue;\n                }\n"
+            : "",
         LOOP_TAIL);
 }
 
