@@ -1,12 +1,13 @@
 """Where an expert plan's time goes: each kernel of the plan timed alone (CUDA events around
 each ``self.k.<fn>`` call of ModelNew.forward), beside the whole forward and eager PyTorch.
 
-    python3 bench/plan_profile.py TASK.py [TASK.py ...] [--variant V] [--reps N]
+    python3 bench/plan_profile.py TASK.py [TASK.py ...] [--variant V] [--reps N] [--kernels N]
 
 For each task: `inspect`, the expert's plan (build/agent-probes/expert_probe, variant V), its
 kernels built as the harness builds them, ModelNew loaded with the task's weights, then N timed
 calls. Prints one table per task: each kernel's median ms and share, the forward's median and
-eager's. A diagnostic for the GPU host (no judge, no jail, no guard): the judge's figures are
+eager's; with --kernels N, the GPU's own record (Kineto) of eager's and the plan's kernels: their
+time in all against the wall time, and the N largest. A diagnostic for the GPU host (no judge, no jail, no guard): the judge's figures are
 tests/agent/test_expert_gpu.py's. KFORGE_PROBE_LIBS: a folder of shared libraries the probe
 needs (the bundle's kforge/lib)."""
 
@@ -99,7 +100,35 @@ def median_ms(f, reps: int) -> float:
     return statistics.median(times)
 
 
-def profile(task: Path, variant: int, reps: int) -> None:
+def device_kernels(f, reps: int) -> tuple[float, int, list[tuple[str, int, float]]]:
+    """The GPU's own record of f's kernels (Kineto, CUPTI): device microseconds per call in all,
+    kernels per call, and per kernel name (count and microseconds per call), largest first. A
+    forward whose wall time is well above its kernels' time waits on the host."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as kineto
+
+    f()
+    torch.cuda.synchronize()
+    with kineto(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            f()
+        torch.cuda.synchronize()
+    per: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    rows = sorted(((n, len(t) // reps, sum(t) / reps) for n, t in per.items()), key=lambda r: -r[2])
+    return sum(r[2] for r in rows), sum(len(t) for t in per.values()) // reps, rows
+
+
+def print_kernels(label: str, wall_ms: float, f, reps: int, top: int) -> None:
+    total, count, rows = device_kernels(f, reps)
+    print(f"{label}: {count} kernels, {total / 1000:.3f} ms of kernels a call (wall {wall_ms:.3f} ms)")
+    for name, n, us in rows[:top]:
+        print(f"    {us:9.1f} us  x{n:<4d} {name[:100]}")
+
+
+def profile(task: Path, variant: int, reps: int, kernels: int) -> None:
     os.environ["KFORGE_BACKEND"] = "cuda"
     with tempfile.TemporaryDirectory() as d:
         cand = plan(task, Path(d), variant)
@@ -118,6 +147,11 @@ def profile(task: Path, variant: int, reps: int) -> None:
             for _ in range(reps):
                 new(*inputs)
             torch.cuda.synchronize()
+            if kernels:
+                print(f"\n{task.stem}, as the GPU records them (--kernels):")
+                print_kernels("  eager", eager, lambda: model(*inputs), reps, kernels)
+                new.k = timed._k
+                print_kernels("  kforge", whole, lambda: new(*inputs), reps, kernels)
     print(f"\n{task.stem}: forward {whole:.3f} ms, eager {eager:.3f} ms, max abs error {err:.3g}")
     print("| kernel | calls per forward | median ms | share of forward |\n| --- | ---: | ---: | ---: |")
     for name, evs in timed.events.items():
@@ -130,6 +164,7 @@ def main() -> None:
     ap.add_argument("tasks", nargs="+", type=Path)
     ap.add_argument("--variant", type=int, default=0)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--kernels", type=int, default=0, help="also the N largest kernels of each, from Kineto")
     a = ap.parse_args()
     # as the judge times eager (a task's ALLOW_TF32 aside): PyTorch's default lets cuDNN's
     # convolutions use TF32, which the candidates may not
@@ -137,7 +172,7 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     for task in a.tasks:
         try:
-            profile(task.resolve(), a.variant, a.reps)
+            profile(task.resolve(), a.variant, a.reps, a.kernels)
         except Exception as e:  # one task's failure reported, the others still profiled
             print(f"\n{task.stem}: not profiled: {type(e).__name__}: {e}")
 

@@ -2,7 +2,8 @@
 KFORGE_EXPERT_TASKS_DIR), the candidate the expert writes (build/agent-probes/expert_probe,
 every kernel in variant 0) is judged by the harness's full `evaluate` on the cuda backend, torch.compile baseline included: it
 must be correct, with no flag. KFORGE_EXPERT_VARIANTS="0 1 2" judges each task in each of those
-variants (a kernel with fewer gets its last), as the expert's tuning tries them.
+variants (a kernel with fewer gets its last), as the expert's tuning tries them; the edges
+below too.
 KFORGE_EXPERT_VERDICTS=FILE appends each verdict (with its task and variant) to FILE, for the
 table of scripts/gpu_expert.sh and bench/README.md. KFORGE_PROBE_LIBS: a folder of shared
 libraries the probe needs on a host without them (the bundle's kforge/lib)."""
@@ -349,12 +350,13 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", list(EDGES))
-def test_expert_edges_are_correct_on_the_gpu(tmp_path: Path, name: str) -> None:
+def test_expert_edges_are_correct_on_the_gpu(tmp_path: Path, name: str, variant: int) -> None:
     args, body, init, inputs = EDGES[name]
     task = tmp_path / f"{name}.py"
     task.write_text(EDGE_TASK.format(args=args, body=body, init=init, inputs=inputs))
-    judged_plan(task, name, tmp_path, 0)
+    judged_plan(task, name, tmp_path, variant)
 
 
 def judged_plan(task: Path, name: str, tmp_path: Path, variant: int) -> None:
