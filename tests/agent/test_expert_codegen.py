@@ -1373,7 +1373,8 @@ def test_cpu_erf_is_accurate(tmp_path: Path) -> None:
 
 
 # Run in a fresh interpreter by test_a_call_allocates_only_its_output: the generated ModelNew on
-# the cpu backend, its kernels built by the harness, called twice under the runner's guard.
+# the cpu backend, its kernels built by the harness, called four times under the runner's guard
+# (the second call recorded, the others replayed: expert_replay.c).
 CALLS = r"""
 import importlib.util, json, os, sys
 import torch
@@ -1408,8 +1409,8 @@ class Ops(guard.ComputeGuard):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
-report = {"ops": [], "errors": [], "outputs": []}
-for call in range(3):
+report = {"ops": [], "errors": [], "outputs": [], "ways": []}
+for call in range(4):
     inputs = task.get_inputs()
     with torch.no_grad():
         want = ref(*inputs)
@@ -1420,6 +1421,7 @@ for call in range(3):
     report["violations"] = g.violations
     report["errors"].append(float((got - want).abs().max()))
     report["outputs"].append(got.data_ptr())
+    report["ways"].append(sorted(type(v).__name__ for v in new._kf_replays.values()))
     report["keep"] = len(new._kf_keep)
     report["kept"] = sorted(str(k) for k in new._kf_keep)
     if call == 0:
@@ -1435,10 +1437,11 @@ for assign in (False, True):
         for t in ref.parameters():
             t.add_(0.25 * torch.randn_like(t))
     new.load_state_dict({k: v.clone() for k, v in ref.state_dict().items()}, assign=assign)
-    inputs = task.get_inputs()
-    with torch.no_grad():
-        want = ref(*inputs)
-    report["reloaded"].append(float((new(*inputs) - want).abs().max()))
+    for call in range(3):  # recorded again, then replayed
+        inputs = task.get_inputs()
+        with torch.no_grad():
+            want = ref(*inputs)
+        report["reloaded"].append(float((new(*inputs) - want).abs().max()))
 print(json.dumps(report))
 """
 
@@ -1454,7 +1457,7 @@ def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) 
     """The judge times a candidate from its call, under the runner's guard, where an allocation
     or a view is an ATen call through Python (expert_model.c): the intermediates' buffers and
     the parameters' views are kept on the module, so a repeated call allocates only the tensor
-    it returns; that tensor is new at every call, the kept buffers, reused, still give the
+    it returns (and, once recorded, replays the kernels' calls with nothing else); that tensor is new at every call, the kept buffers, reused, still give the
     reference's result for new inputs, and the kept views follow new weights, copied in or
     assigned."""
     task = task_file(name, tmp_path)
@@ -1472,8 +1475,11 @@ def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) 
     assert all(e < 1e-3 for e in r["errors"]), r["errors"]
     assert r["first_intact"] < 1e-3, "a later call wrote into an earlier call's output"
     assert all(e < 1e-3 for e in r["reloaded"]), ("new weights not followed", r["reloaded"])
-    assert len(set(r["outputs"])) == 3, "the returned tensor is not new at every call"
+    assert len(set(r["outputs"])) == 4, "the returned tensor is not new at every call"
     assert r["keep"] == kept, r["kept"]
     allocations = {"empty", "new_empty", "empty_like", "empty_strided"}
     for ops in r["ops"][1:]:  # the first call makes what is kept
         assert sum(op in allocations for op in ops) == 1 and "view" not in ops, ops
+    # the second call is recorded and the later ones replay it: one allocation, nothing else
+    assert r["ways"] == [["int"], ["_Replay"], ["_Replay"], ["_Replay"]], r["ways"]
+    assert r["ops"][2] == r["ops"][3] == ["empty"], r["ops"][2:]

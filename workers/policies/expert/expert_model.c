@@ -315,14 +315,26 @@ char *kfx_plan_model(const struct kfx_plan *p) {
                   "\"\"\"Written by the kforge expert policy: %d kernel%s planned from the "
                   "operator graph.\"\"\"\n\nimport functools\nimport math\n\nimport kforge_runtime "
                   "as kr\nimport "
-                  "torch\nimport torch.nn as nn\n\n\n%s"
+                  "torch\nimport torch.nn as nn\n\n\n%s\n\n%s\n\n"
                   "class ModelNew(nn.Module):\n    def __init__(self, *init_inputs):\n"
-                  "        super().__init__()\n        self._kf_keep = {}\n",
-                  p->n_steps, p->n_steps == 1 ? "" : "s", HELPERS);
+                  "        super().__init__()\n        self._kf_keep = {}\n"
+                  "        self._kf_replays = {}\n"
+                  "        self.register_load_state_dict_post_hook(_forget_replays)\n",
+                  p->n_steps, p->n_steps == 1 ? "" : "s", HELPERS, kfx_replay_helpers());
     replay_draws(&b, json_object_get(p->graph, "init_draws"));
     declare_all(&b, json_object_get(p->graph, "parameters"), 1);
     declare_all(&b, json_object_get(p->graph, "buffers"), 0);
     kf_buf_printf(&b, "        self.k = kr.load()\n\n    def forward(self");
+    for (int k = 0; k < p->n_inputs; k++)
+        kf_buf_printf(&b, ", x%d", k);
+    kf_buf_printf(&b, "):\n        return _forward(self, (");
+    for (int k = 0; k < p->n_inputs; k++)
+        kf_buf_printf(&b, "x%d%s", k, p->n_inputs == 1 ? "," : k + 1 < p->n_inputs ? ", " : "");
+    kf_buf_printf(&b, "))\n\n"
+                      "    def _apply(self, fn, *args, **kwargs):  # moved or cast: record again\n"
+                      "        self._kf_replays = {}\n"
+                      "        return super()._apply(fn, *args, **kwargs)\n\n"
+                      "    def _kf_forward(self");
     for (int k = 0; k < p->n_inputs; k++)
         kf_buf_printf(&b, ", x%d", k);
     kf_buf_printf(&b, "):\n");

@@ -208,6 +208,10 @@ void kfx_plan_free(struct kfx_plan *p);
 /* The complete model_new.py (owned). */
 char *kfx_plan_model(const struct kfx_plan *p);
 
+/* expert_replay.c: the Python helpers of model_new.py through which forward's calls are
+ * recorded once and then replayed (_forward; a static text). */
+const char *kfx_replay_helpers(void);
+
 /* The source (owned) of step s's kernel file in variant v; NULL when v is past its last. */
 char *kfx_step_src(const struct kfx_plan *p, int s, int v);
 
