@@ -71,6 +71,24 @@ def test_argument_types_follow_the_call(lib: str) -> None:
     assert k.calls == 3
 
 
+def test_addresses_passed_as_ints_reach_the_same_memory(lib: str) -> None:
+    """A replayed call (expert_replay.c) passes each tensor as its address, an int: all-int
+    arguments go to ctypes as they are, reach the same memory as the tensors did, are counted,
+    and a non-zero status still raises."""
+    k = kr.Kernels(lib, "cpu")
+    y = torch.zeros(4)
+    k.add(y, 1.5, 4)
+    k.add(y.data_ptr() + 4, 2.0, 2)  # from y[1]: an address and a size, no tensor
+    k.add(y, 0.5, 1)  # back to a tensor in the same position
+    assert y.tolist() == [2.0, 3.5, 3.5, 1.5]
+    x = torch.tensor([0.5], dtype=torch.float32)
+    out = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(kr.KernelError, match="mix returned 7"):
+        k.mix(x.data_ptr(), out.data_ptr(), 3, 0.25, kr.f64(1.0), 4, 7)
+    assert out.tolist() == [3.5, 0.25, 1.0, 4.0]
+    assert k.calls == 4
+
+
 def test_a_parameter_and_a_view_at_an_offset_pass_their_first_element(lib: str) -> None:
     k = kr.Kernels(lib, "cpu")
     p = torch.nn.Parameter(torch.tensor([10, 20, 30], dtype=torch.int64), requires_grad=False)

@@ -69,23 +69,28 @@ class _Function:
         self._fn = fn
         self._fn.restype = ctypes.c_int
         self._types: tuple[type, ...] | None = None
+        self._plain = False  # every argument of _types an int or a float: passed as they are
 
     def __call__(self, *args: Any) -> None:
         types = tuple(map(type, args))
         if types != self._types:
             self._fn.argtypes = [self._owner._ctype(self._name, i, a) for i, a in enumerate(args)]
             self._types = types
+            self._plain = all(t is int or t is float for t in types)
         owner = self._owner
-        tensor, on_device = owner._tensor, owner._on_device
-        converted = []
-        for i, (t, a) in enumerate(zip(types, args)):
-            if t is int or t is float:
-                converted.append(a)
-            elif isinstance(a, tensor) and on_device(a) and a.is_contiguous():
-                converted.append(a.data_ptr())
-            else:
-                converted.append(owner._convert(self._name, i, a))  # the rest, and every error
-        self._owner.calls += 1
+        if self._plain:  # addresses and sizes already (a replayed call): ctypes converts them
+            converted: Any = args
+        else:
+            tensor, on_device = owner._tensor, owner._on_device
+            converted = []
+            for i, (t, a) in enumerate(zip(types, args)):
+                if t is int or t is float:
+                    converted.append(a)
+                elif isinstance(a, tensor) and on_device(a) and a.is_contiguous():
+                    converted.append(a.data_ptr())
+                else:
+                    converted.append(owner._convert(self._name, i, a))  # the rest, and every error
+        owner.calls += 1
         status = self._fn(*converted)
         if status != 0:
             raise KernelError(f"{self._name} returned {status}")
