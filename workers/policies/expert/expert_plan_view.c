@@ -489,6 +489,25 @@ static int index_text(const json_t *a, char *out, size_t n) {
     return 0;
 }
 
+/* Whether index item text one (index_text's) keeps a contiguous pick contiguous, given what the
+ * items before it were (*state: 0 ints so far, 1 after a slice of step 1, 2 after a full slice;
+ * -1 once it is not). Ints, then a slice of step 1, then full slices: x[1], x[2, 3:7], x[0, :]. */
+static void pick_state(const char *one, int *state) {
+    const bool full = !strcmp(one, ":"), integer = strspn(one, "-0123456789") == strlen(one);
+    const char *colon = strchr(one, ':');
+    const bool step1 = colon && strchr(colon + 1, ':') == NULL;
+    if (*state < 0)
+        return;
+    if (integer && *one)
+        *state = *state == 0 ? 0 : -1;
+    else if (full)
+        *state = 2;
+    else if (step1)
+        *state = *state == 0 ? 1 : -1;
+    else
+        *state = -1;
+}
+
 /* x[...] of a tensor with ints, slices (of any positive step), None and Ellipsis, x.select(d, i)
  * and x.narrow(d, start, length): a strided view that may start past its root's first element. */
 static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, char *detail,
@@ -503,7 +522,8 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
     if (kfx_materialise(p, v, detail, dlen) != 0)
         return -1;
     char idx[200] = "", py[320];
-    if (!strcmp(s, "diagonal")) { /* torch.diagonal(x, offset=0, dim1=0, dim2=1) */
+    int pick = strcmp(s, "getitem") == 0 ? 0 : -1; /* pick_state's */
+    if (!strcmp(s, "diagonal")) {                  /* torch.diagonal(x, offset=0, dim1=0, dim2=1) */
         const json_t *o = operand(node, 1, "offset"), *a = operand(node, 2, "dim1"),
                      *b = operand(node, 3, "dim2");
         if ((o && !json_is_integer(o)) || (a && !json_is_integer(a)) ||
@@ -546,10 +566,15 @@ static int slice(struct kfx_plan *p, const json_t *node, int k, const char *s, c
                 return -1;
             }
             snprintf(idx + len, sizeof(idx) - len, "%s%s", i ? ", " : "", one);
+            pick_state(one, &pick);
         }
         snprintf(py, sizeof(py), "%s[%s%s]", p->val[v].py, idx, n == 1 ? "," : "");
     }
     strided_view(p, node, k, v, py, true);
+    /* a contiguous pick of a tensor held contiguous (q, k and v from one packed tensor): kernels
+     * read it from its first element, with no copy */
+    if (pick >= 0 && p->val[v].kind == KFX_TENSOR && !p->val[v].noncontig)
+        p->val[k].noncontig = false;
     return 1;
 }
 
