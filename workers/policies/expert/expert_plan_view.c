@@ -380,7 +380,7 @@ static int transpose(struct kfx_plan *p, const json_t *node, int k, const char *
     }
     /* a transposed slice starts where the slice does */
     strided_view(p, node, k, v, py, p->val[v].offset);
-    if (!expand && !p->val[v].noncontig && !p->val[v].offset && swaps_last2(p, node, v, s, field))
+    if (!expand && !p->val[v].noncontig && swaps_last2(p, node, v, s, field)) /* from v's start */
         p->val[k].last2_of = v + 1;
     return 1;
 }
