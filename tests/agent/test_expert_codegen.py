@@ -1483,3 +1483,91 @@ def test_a_call_allocates_only_its_output(tmp_path: Path, name: str, kept: int) 
     # the second call is recorded and the later ones replay it: one allocation, nothing else
     assert r["ways"] == [["int"], ["_Replay"], ["_Replay"], ["_Replay"]], r["ways"]
     assert r["ops"][2] == r["ops"][3] == ["empty"], r["ops"][2:]
+
+
+REPLAYED = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 24)
+
+    def forward(self, x, y):
+        h = torch.relu(self.lin(x) + y)
+        return h[:, :8], x, h.sum(1), torch.softmax(x[1:], dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(16, 32), torch.randn(16, 24)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Run in a fresh interpreter by test_replayed_calls_match_the_full_forward.
+REPLAYS = r"""
+import importlib.util, json, os, sys
+import torch
+from kforge_harness import build, candidate
+
+cand_dir, task_path = sys.argv[1], sys.argv[2]
+os.environ["KFORGE_KERNEL_LIB"] = build.build_native(candidate.detect(cand_dir, "cpu"), "cpu").lib
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+task = load("task", task_path)
+torch.manual_seed(0)
+ref = task.Model()
+new = load("model_new", os.path.join(cand_dir, "model_new.py")).ModelNew()
+new.load_state_dict(ref.state_dict())
+report = {"errors": [], "ways": []}
+outs = []
+for rows in (16, 16, 16, 24, 24, 16, 24, 24, 16):
+    x, y = torch.randn(rows, 32), torch.randn(rows, 24)
+    with torch.no_grad():
+        want, got = ref(x, y), new(x, y)
+    report["errors"].append(max(float((a - b).abs().max()) for a, b in zip(want, got)))
+    report["ways"].append(sorted(type(v).__name__ for v in new._kf_replays.values()))
+    outs.append((got, want))
+# every call's outputs new: an earlier call's still hold its values
+report["intact"] = max(max(float((a - b).abs().max()) for a, b in zip(g, w)) for g, w in outs)
+# a module moved (here to the same device) records again
+new.to("cpu")
+report["after_move"] = sorted(type(v).__name__ for v in new._kf_replays.values())
+print(json.dumps(report))
+"""
+
+
+def test_replayed_calls_match_the_full_forward(tmp_path: Path) -> None:
+    """model_new.py's forward is recorded at its second call for a signature of inputs and
+    replayed after (expert_replay.c): two signatures that alternate (each making the kept buffers
+    of its shape again), outputs that are a view of a new tensor, the input (a copy of it) and a
+    softmax of a slice of an input all match the reference at every call; each call's outputs are new (an
+    earlier call's keep their values); moving the module forgets the records."""
+    task = tmp_path / "replayed.py"
+    task.write_text(REPLAYED)
+    cand = tmp_path / "cand"
+    g = generate("cpu", graph_of(task, tmp_path, "cpu"), str(cand))
+    assert g["ok"], g["detail"]
+    env = dict(
+        os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu", KFORGE_CACHE=str(tmp_path / "cache")
+    )
+    p = subprocess.run([sys.executable, "-c", REPLAYS, str(cand), str(task)], cwd=str(HARNESS), env=env,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert all(e < 1e-4 for e in r["errors"]), r["errors"]
+    assert r["intact"] < 1e-4, "a later call wrote into an earlier call's output"
+    # 16: seen, recorded, replayed; 24: seen, recorded; then both replay
+    assert r["ways"][2] == ["_Replay"] and r["ways"][-1] == ["_Replay", "_Replay"], r["ways"]
+    assert r["after_move"] == [], r["after_move"]
