@@ -154,3 +154,15 @@ def test_numbers_computed_from_sizes_keep_their_value(harness):
     assert subs == [1, 1, 1, 1], subs  # dy, dx, then dx - dx // 2 and dy - dy // 2
     assert [n["value"] for n in nodes if n["target"] == "_operator.floordiv"] == [0, 0, 0, 0]
     assert all("value" not in n for n in nodes if n.get("output", {}).get("shape"))  # tensors: none
+
+
+def test_functions_kept_on_the_module_call_the_traced_copy(harness):
+    """A lambda attribute whose closure holds the module's own ModuleDict (minGPT's
+    ``self.mlpf``): the trace runs on a copy whose function reaches the copy's layers, so the
+    graph names them as submodules instead of failing ("not installed as a submodule")."""
+    code, g, err = harness("inspect", "--task", str(CASES / "task_closure_mlp.py"), "--backend", "cpu")
+    assert code == 0, err
+    assert g["graph"]["source"] == "fx", g.get("fx_error")
+    mods = [n["target"] for n in g["graph"]["nodes"] if n["op"] == "call_module"]
+    assert mods == ["norm", "ff.up", "ff.down"], mods
+    assert "torch.tanh" in [n["target"] for n in g["graph"]["nodes"]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import types
 from typing import Any
 
 import torch
@@ -205,13 +206,33 @@ def _reads_inputs(node: torch.fx.Node) -> bool:
     return False
 
 
+def module_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of model whose functions kept as attributes call the copy's submodules.
+    copy.deepcopy keeps a function as it is, so minGPT's ``self.mlpf = lambda x:
+    m.c_proj(m.act(m.c_fc(x)))`` would still reach the original's modules through its closure,
+    which a trace of the copy does not own ("module is not installed as a submodule")."""
+    memo: dict[int, Any] = {}
+    root = copy.deepcopy(model, memo)
+    for mod in root.modules():
+        for name, f in list(vars(mod).items()):
+            if not isinstance(f, types.FunctionType) or not f.__closure__:
+                continue
+            cells = tuple(
+                types.CellType(memo.get(id(c.cell_contents), c.cell_contents)) for c in f.__closure__
+            )
+            g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, cells)
+            g.__kwdefaults__ = f.__kwdefaults__
+            object.__setattr__(mod, name, g)
+    return root
+
+
 def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
     """The module traced symbolically; where that fails (a size used as a number), traced again
     with sizes fixed to this run's (``"sizes": "fixed"``: the graph holds only for these
     shapes, as every plan built from it does). Each trace runs on a copy: a forward that
     assigns to its module (``self.h0 = self.h0.to(x.device)``) leaves a proxy there."""
     sizes = "symbolic"
-    root = copy.deepcopy(model)
+    root = module_copy(model)
     rest = _defaults_beyond(model, len(args))
     try:
         tracer = tracer_class(torch.fx.Tracer)()
@@ -222,7 +243,7 @@ def fx_graph(model: torch.nn.Module, args: list[Any]) -> dict[str, Any]:
         if _slice_by_size(graph):
             raise torch.fx.proxy.TraceError("a slice bounded by a traced size")
     except Exception:  # noqa: BLE001 - e.g. slice indices that are proxies of x.size()
-        root = copy.deepcopy(model)
+        root = module_copy(model)
         graph = _trace_with_sizes(root, args, rest)
         sizes = "fixed"
     if rest:
@@ -311,7 +332,7 @@ def _instantiate(path: str, backend: str, device: str) -> tuple[Any, torch.nn.Mo
     with torch.device(device):
         model = task.model_class()(*task.get_init_inputs())
         args = task.get_inputs()
-        called = copy.deepcopy(model)
+        called = module_copy(model)
         with torch.no_grad():
             out = called(*args)
     return task, model, args, out
