@@ -285,7 +285,7 @@ static const json_t *recorded_strides(const struct kfx_plan *p, int l) {
 
 /* Whether view l is laid out as a contiguous tensor of its shape (x[..., :, None], x[1:]): the
  * trace recorded its node's output with no strides, which inspect writes for every other. */
-bool kfx_laid_out(const struct kfx_plan *p, int l) {
+static bool laid_out(const struct kfx_plan *p, int l) {
     const json_t *out = p->val[l].node ? json_object_get(p->val[l].node, "output") : NULL;
     return json_is_array(json_object_get(out, "shape")) && json_object_get(out, "stride") == NULL;
 }
@@ -300,7 +300,7 @@ static int folded_dims(const struct kfx_plan *p, const struct kfx_val *x, const 
         /* a strided view: the strides the trace recorded; without them, no dimension is taken
          * to merge */
         const json_t *rec = y->noncontig ? recorded_strides(p, c->leaf[l]) : NULL;
-        if (y->noncontig && json_array_size(rec) != (size_t)y->ndim && !kfx_laid_out(p, c->leaf[l]))
+        if (y->noncontig && json_array_size(rec) != (size_t)y->ndim && !laid_out(p, c->leaf[l]))
             return x->ndim;
         long long run = 1;
         for (int d = x->ndim - 1; d >= 0; d--) {

@@ -399,10 +399,6 @@ int kfx_plan_fill(struct kfx_plan *p, const json_t *node, int k, const char *s, 
 bool kfx_arange_args(const struct kfx_plan *p, const json_t *node, double *start, double *step);
 /* Val k (node's): the view py (Python text) of val v, read through its strides: 1. */
 int kfx_view_as(struct kfx_plan *p, const json_t *node, int k, int v, const char *py);
-
-/* expert_plan.c: whether val l's node output is laid out as a contiguous tensor of its shape in
- * the trace (inspect records strides for every other output). */
-bool kfx_laid_out(const struct kfx_plan *p, int l);
 /* The rows x cols mask of op ("tril" or "triu") at diagonal diag, made by a new KFX_MASK step
  * (named after val k): the mask's val (1.0f kept, 0.0f not), or -1 with detail. */
 int kfx_tri_mask(struct kfx_plan *p, int k, const char *op, long long rows, long long cols,
