@@ -487,6 +487,21 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
         assert len(srcs) == 3 and all("kTransA = true" in s for s in srcs), g["model"]
         assert "ew" not in [st["kind"] for st in g["steps"]][:3], g["model"]  # no copies first
         assert "kTransB = true" in srcs[2] and "kTransB = false" in srcs[0]
+    # picks that stay contiguous (ints, then one slice of step 1, then full slices: q, k and v
+    # of one packed tensor) are read in place from their first element, a transposed one as
+    # the matmul's transposed operand; the sums read theirs through strides; judged on cpu
+    pk = tmp_path / "picks.py"
+    pk.write_text(TASK_LIKE.replace("{body}", "a = torch.relu(x).view(2, 32, 32)\n        return a[0] @ a[1]"
+                                    ".transpose(0, 1) + a[1, 2:9].sum() + a[:, 3].sum() + y")
+                  .replace("{yshape}", "32, 32"))  # fmt: skip
+    for backend in ("cpu", "cuda"):
+        g = generate(
+            backend, graph_of(pk, tmp_path, backend), *([str(tmp_path / "pk")] if backend == "cpu" else [])
+        )
+        assert [st["kind"] for st in g["steps"]][:2] == ["ew", "gemm"], g["model"]  # no copy of a pick
+        assert "kTransB = true" in g["steps"][1]["variants"][0]
+    v = judged(pk, tmp_path / "pk")
+    assert v["status"] == "ok" and v["correct"], v
     # cuda: a layer norm's statistics and the pass that reads them are one kernel
     # (expert_plan_fuse.c); group norm's groups are too long to re-read from cache
     assert kinds("layer_norm_gelu", "cuda") == ["moments"]
