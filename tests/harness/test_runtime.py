@@ -30,10 +30,11 @@ int mix(const float *x, double *out, int64_t a, float b, double c, int64_t d, in
 }
 /* the first of n int64s of p, plus k */
 int64_t first_plus(const int64_t *p, int64_t k) { return p[0] + k; }
+/* y[0..n-1] += v; a negative n is refused with status 5 */
 int add(float *y, float v, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
         y[i] += v;
-    return 0;
+    return n < 0 ? 5 : 0;
 }
 """
 
@@ -86,6 +87,23 @@ def test_addresses_passed_as_ints_reach_the_same_memory(lib: str) -> None:
     with pytest.raises(kr.KernelError, match="mix returned 7"):
         k.mix(x.data_ptr(), out.data_ptr(), 3, 0.25, kr.f64(1.0), 4, 7)
     assert out.tolist() == [3.5, 0.25, 1.0, 4.0]
+    assert k.calls == 4
+
+
+def test_plain_calls_keep_their_types_between_full_calls(lib: str) -> None:
+    """call_plain (a replayed call: ints and floats, its types' tuple kept by the caller) reaches
+    the memory and the values that __call__ does, also after a full call with tensors set other
+    argument types in between, is counted, and raises on a non-zero status."""
+    k = kr.Kernels(lib, "cpu")
+    y = torch.zeros(4)
+    types = (int, float, int)
+    k.add.call_plain([y.data_ptr() + 8, 2.5, 2], types)  # y[2:] += 2.5
+    k.add(torch.zeros(3), 1, 3)  # argtypes set from a tensor and an int where the float goes
+    k.add.call_plain([y.data_ptr(), 0.25, 4], types)  # would raise with the int's type kept
+    assert y.tolist() == [0.25, 0.25, 2.75, 2.75]
+    with pytest.raises(kr.KernelError, match="add returned 5"):
+        k.add.call_plain([y.data_ptr(), 1.0, -1], types)
+    assert y.tolist() == [0.25, 0.25, 2.75, 2.75]
     assert k.calls == 4
 
 
