@@ -21,7 +21,14 @@ def cmdline(pid: int) -> list[str]:
 
 
 def pools_below(pid: int) -> list[int]:
-    return [p for p in descendants(pid) if cmdline(p)[1:4] == ["-m", "kforge_harness", "pool"]]
+    """The worker's pools: its children running `-m kforge_harness pool` (a process the pool has
+    just forked carries the pool's command line until it execs: one CI run counted it as a second
+    pool)."""
+    return [
+        p
+        for p in descendants(pid)
+        if parent(p) == pid and cmdline(p)[1:4] == ["-m", "kforge_harness", "pool"]
+    ]
 
 
 def parent(pid: int) -> int:
