@@ -78,7 +78,7 @@ class _Function:
             self._types = types
             self._plain = all(t is int or t is float for t in types)
         owner = self._owner
-        if self._plain:  # addresses and sizes already (a replayed call): ctypes converts them
+        if self._plain:  # addresses and sizes already: ctypes converts them (replays: call_plain)
             converted: Any = args
         else:
             tensor, on_device = owner._tensor, owner._on_device

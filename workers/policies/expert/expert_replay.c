@@ -59,7 +59,6 @@ static const char REPLAY[] =
     "    return {t.untyped_storage().data_ptr() for t in ts}\n"
     "\n"
     "\n"
-
     "def _contiguous(shape):\n"
     "    \"\"\"The strides of a contiguous tensor of shape.\"\"\"\n"
     "    st, k = [], 1\n"
