@@ -12,7 +12,8 @@ timing routine (kforge_harness.timing.measure) several ways, against eager in th
              so kernels - eager is what the kernels lose and bare - kernels the host's share
 
 then as the runner's own timed call (runner, runner_judged, runner_profiled: runner_ways; with
-the native guard, and runner_python with the Python one), and then by the judge itself (`python
+the native guard entered before the timer starts, runner_inline with it inside the timer as up
+to the 24th session, and runner_python with the Python one), and then by the judge itself (`python
 -m kforge_harness evaluate`, no torch.compile, the same candidate): with the runner outside the
 jail (judge), the same with the Python guard (judge_python: KFORGE_GUARD_LIB empty), and inside
 the jail (judge_jail, when build/kforge-jail exists), each with its host median.
@@ -115,20 +116,30 @@ def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Polic
     r.kernels = [v for v in vars(new).values() if hasattr(v, "_functions")]
     r.args = types.SimpleNamespace(format="native")
 
-    def fn(*xs):
+    def inline(*xs):  # the guard inside the timer, as Runner.time had it up to the 24th session
         return r._forward(list(xs))[0]
 
+    flags: list[str] = []
+    fn, wrap = r.timed_call(flags)
     sets = [inputs] + [
         [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()] for _ in range(2)
     ]
     scales = [1.0 + 1e-3 * (i % 7) for i in range(policy.max_reps)]
     fp = timing.Fingerprint(7)
-    row = {"runner": timing.measure(fn, [inputs], dev, policy)["median_ms"]}
-    row["runner_judged"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    row = {"runner_inline": timing.measure(inline, [inputs], dev, policy)["median_ms"]}
+    row["runner"] = timing.measure(fn, [inputs], dev, policy, wrap=wrap)["median_ms"]
+    row["runner_judged"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
+        "median_ms"
+    ]
     r._profiled_forward(inputs)
-    row["runner_profiled"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    row["runner_profiled"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
+        "median_ms"
+    ]
     r.native = None
-    row["runner_python"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp)["median_ms"]
+    row["runner_python"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
+        "median_ms"
+    ]
+    assert not flags, flags
     return {k: round(v, 4) for k, v in row.items()}
 
 

@@ -122,6 +122,7 @@ CAUGHT = [
     ("relu2.py", "torch_fallback_relu", "rejected", ["torch_compute"]),
     ("relu2.py", "torch_fallback_methods", "rejected", ["torch_compute"]),
     ("relu2.py", "torch_fallback_kb.py", "rejected", ["torch_compute"]),
+    ("relu2.py", "torch_when_timed", "rejected", ["torch_compute"]),
     # 2. torch.compile
     ("relu2.py", "torch_compile_direct", "rejected", ["torch_compile", "torch_compute"]),
     ("relu2.py", "torch_compile_hidden", "rejected", ["torch_compute"]),

@@ -227,3 +227,46 @@ def test_driver_version_of_proc_text(text, want):
     from kforge_harness.envinfo import parse_driver
 
     assert parse_driver(text) == want
+
+
+def test_the_guard_is_entered_before_the_timer_starts_and_left_after_it_stops():
+    """timing.measure's wrap (the runner's compute guard around a candidate's call): every call,
+    warm-up included, runs inside it, and each timed call's two clock readings lie inside it
+    with only the call between them, so the guard's own cost is never timed."""
+    from kforge_harness import timing
+
+    log: list[str] = []
+
+    class Wrap:
+        def __enter__(self) -> None:
+            log.append("enter")
+
+        def __exit__(self, *exc: object) -> bool:
+            log.append("leave")
+            return False
+
+    ticks = iter(range(1, 10**6))
+
+    def clock() -> int:
+        log.append("clock")
+        return next(ticks) * 1000  # one microsecond a reading
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        log.append("call")
+        return x
+
+    policy = timing.Policy(budget_s=10.0, min_reps=4, max_reps=4, warmup_s=0.0, warmup_min=2)
+    result = timing.measure(fn, [[torch.ones(2)]], torch.device("cpu"), policy, clock=clock, wrap=Wrap)
+    spans, current = [], None
+    for e in log:
+        if e == "enter":
+            current = []
+        elif e == "leave":
+            spans.append(current)
+            current = None
+        elif current is not None:
+            current.append(e)
+    assert log.count("call") == 6 and len(spans) == 6, log
+    assert all(s == ["call"] for s in spans[:2]), spans  # warm-up calls, guarded, untimed
+    assert all(s == ["clock", "call", "clock"] for s in spans[2:]), spans
+    assert result["trials"] == 4 and result["median_ms"] == 0.001, result

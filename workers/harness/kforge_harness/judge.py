@@ -94,7 +94,8 @@ class Verdict:
     def finish(self, status: str, message: str = "") -> dict[str, Any]:
         if status == "ok" and any(f in REJECTING for f in self.r["flags"]):
             status = "rejected"
-        if status == "incorrect" and any(f in REJECTING for f in self.r["flags"]):
+        # a refused operator can end the run as an error (one that stops the timed calls)
+        if status in ("incorrect", "runtime_error") and any(f in REJECTING for f in self.r["flags"]):
             status = "rejected"
         self.r["status"] = status
         if message:

@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 # Capture the clocks before anything of the candidate's can run.
 _CLOCK = time.perf_counter_ns
@@ -67,6 +67,61 @@ PROFILE_ALLOWED = guardmod.ALLOWED_OPS | {
     "result_type",
     "is_floating_point",
 }
+
+
+class GuardedCall:
+    """One call of the candidate's forward under the compute guard, as a context manager
+    (``with GuardedCall(runner): out = model(*inputs)``). On leaving, ``flags`` holds what the
+    call did wrong: a PyTorch compute operator (``torch_compute``; the ForbiddenOp goes on), a guard switched off (``guard_tamper``), Python or
+    NumPy compute (``foreign_compute``), no kernel launched (``kernel_not_launched``). The flags
+    are also appended to ``sink`` when one is given. Owned by the runner's thread; one per call."""
+
+    def __init__(self, runner: Runner, sink: list[str] | None = None) -> None:
+        self.runner = runner
+        self.sink = sink
+        self.flags: list[str] = []
+        self.guard: guardmod.NativeGuard | guardmod.ComputeGuard | None = None
+        self.calls_before = 0
+
+    def __enter__(self) -> GuardedCall:
+        r = self.runner
+        self.calls_before = sum(k.calls for k in r.kernels)
+        self.guard = guardmod.make_guard(r.native)
+        r.foreign.clear()
+        r.in_forward = True
+        try:
+            self.guard.__enter__()
+        except BaseException:
+            r.in_forward = False
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        r, g, flags = self.runner, self.guard, self.flags
+        assert g is not None
+        raised: guardmod.ForbiddenOp | None = None
+        try:
+            if exc_type is None and not guardmod.guard_active(g):
+                flags.append("guard_tamper")
+            try:
+                g.__exit__(exc_type, exc, tb)
+            except guardmod.ForbiddenOp as e:  # the native guard's word on another exception
+                raised = e
+        finally:
+            r.in_forward = False
+        if g.tampered and "guard_tamper" not in flags:
+            flags.append("guard_tamper")
+        if g.violations:
+            flags.append("torch_compute")
+        if r.foreign:
+            flags.append("foreign_compute")
+        if r.args.format == "native" and sum(k.calls for k in r.kernels) == self.calls_before:
+            flags.append("kernel_not_launched")
+        if self.sink is not None:
+            self.sink.extend(flags)
+        if raised is not None:
+            raise raised
+        return False
 
 
 class Runner:
@@ -190,29 +245,14 @@ class Runner:
     # -- one guarded call ----------------------------------------------------------------
     def _forward(self, inputs: list[Any]) -> tuple[Any, list[str]]:
         assert self.model is not None
-        flags: list[str] = []
-        calls_before = sum(k.calls for k in self.kernels)
-        g = guardmod.make_guard(self.native)
-        self.foreign.clear()
-        self.in_forward = True
+        call = GuardedCall(self)
+        out = None
         try:
-            with g:
+            with call:
                 out = self.model(*inputs)
-                if not guardmod.guard_active(g):
-                    flags.append("guard_tamper")
         except guardmod.ForbiddenOp:
             out = None
-        finally:
-            self.in_forward = False
-        if g.tampered and "guard_tamper" not in flags:
-            flags.append("guard_tamper")
-        if g.violations:
-            flags.append("torch_compute")
-        if self.foreign:
-            flags.append("foreign_compute")
-        if self.args.format == "native" and sum(k.calls for k in self.kernels) == calls_before:
-            flags.append("kernel_not_launched")
-        return out, flags
+        return out, call.flags
 
     def _new_libraries(self) -> tuple[list[str], list[str]]:
         """(flags, details) for the shared objects loaded since the last look that import what
@@ -348,6 +388,20 @@ class Runner:
             self.transport.sock = None
         return {"dev": bool(ok)}
 
+    def timed_call(self, flags: list[str]) -> tuple[Callable[..., Any], Callable[[], GuardedCall]]:
+        """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
+        around it, entered before the timer starts and left after it stops, so that a candidate
+        is timed as the baselines are (their calls carry no guard) while every call of it is
+        still guarded. Each call's flags go to ``flags``; a refused operator stops the timing
+        (its ForbiddenOp reaches the reply as ``torch_compute``)."""
+        assert self.model is not None
+        model = self.model
+
+        def wrap() -> GuardedCall:
+            return GuardedCall(self, flags)
+
+        return model, wrap
+
     def time(self, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = _CLOCK()
         sets = self.transport.decode_all(msg, list(msg["input_sets"]), device=self.device)
@@ -356,15 +410,11 @@ class Runner:
         scales = [float(x) for x in msg["scales"]]
         flags: list[str] = []
 
-        def fn(*inputs: Any) -> Any:
-            out, f = self._forward(list(inputs))
-            flags.extend(f)
-            if out is None:
-                raise RuntimeError("ModelNew called a PyTorch compute operator during timing")
-            return out
-
+        fn, wrap = self.timed_call(flags)
         fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
-        result = timing.measure(fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK)
+        result = timing.measure(
+            fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK, wrap=wrap
+        )
         # where the runner's time went (informative only: the judge checks nothing against it)
         result["decode_s"] = round((decoded - t0) / 1e9, 3)
         result["measure_s"] = round((_CLOCK() - decoded) / 1e9, 3)

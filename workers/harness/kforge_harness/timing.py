@@ -9,14 +9,18 @@ shows up as host time far above event time. When the call's own time is mostly t
 (a short kernel: the events then measure the host enqueuing it), that comparison is blind, so
 the device is also asked, once the closing event is done, how long it stays busy: the tail of
 work still running on other streams (near zero for a call whose work is all on the timed
-stream).
+stream). A candidate's call runs under the runner's compute guard, which is entered before
+the timer starts and left after it stops (``wrap``): the timer sees the call alone, as it does
+for the baselines, which run unguarded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
+from contextlib import AbstractContextManager
 from typing import Any, Callable
 
 import torch
@@ -147,6 +151,7 @@ def measure(
     scales: list[float] | None = None,
     fingerprint: Callable[[Any], list[float | None]] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
+    wrap: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """Times ``fn`` over the input sets, rotating them. Returns summary statistics of the times.
 
@@ -155,7 +160,10 @@ def measure(
     same values and a cache of results never hits. With ``fingerprint``, each call's output is
     fingerprinted right after the timer stops, and ``reps`` lists ``[set, fingerprint]`` per rep:
     the judge verifies reps of its choosing afterwards. Nothing of ``fn``'s outputs is retained.
+    With ``wrap``, every call runs inside ``with wrap():`` (the runner's compute guard), entered
+    before the timer starts and left after it stops: the timer sees the call alone.
     """
+    around = wrap or contextlib.nullcontext
     cuda = device.type == "cuda"
     flush_bytes = cache_flush_bytes(device)
     flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device)
@@ -167,7 +175,8 @@ def measure(
     start_w = clock()
     w = 0
     while w < policy.warmup_min or (clock() - start_w) < policy.warmup_s * 1e9:
-        fn(*work[w % n])
+        with around():
+            fn(*work[w % n])
         # each call waited for: launches are asynchronous, and warmup_s of enqueueing alone
         # queued up to a thousand calls (1.5 s of a 1.5 ms kernel on an H200)
         sync()
@@ -192,10 +201,11 @@ def measure(
         if cuda:
             ev0 = torch.cuda.Event(enable_timing=True)
             ev1 = torch.cuda.Event(enable_timing=True)
-            t0 = clock()
-            ev0.record()
-            out = fn(*inputs)
-            ev1.record()
+            with around():
+                t0 = clock()
+                ev0.record()
+                out = fn(*inputs)
+                ev1.record()
             ev1.synchronize()
             te = clock()
             sync()
@@ -203,9 +213,10 @@ def measure(
             event_ms.append(ev0.elapsed_time(ev1))
             tail_ms.append((t1 - te) / 1e6)
         else:
-            t0 = clock()
-            out = fn(*inputs)
-            t1 = clock()
+            with around():
+                t0 = clock()
+                out = fn(*inputs)
+                t1 = clock()
         host_ms.append((t1 - t0) / 1e6)
         if fingerprint is not None:
             reps.append([idx, fingerprint(out)])
