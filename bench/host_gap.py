@@ -7,7 +7,7 @@ timing routine (kforge_harness.timing.measure) several ways, against eager in th
   guarded    ModelNew.forward under the Python guard (ComputeGuard, a TorchDispatchMode)
   native     the same under the C++ guard (NativeGuard, build/libkforge-guard.so), the runner's
              default
-  grad       native with autograd on (as the runner times it)
+  grad       native with autograd on (as the runner timed it up to the 24th session)
   kernels    the kernels' launches alone (forward's tensors made once, outside the timer),
              so kernels - eager is what the kernels lose and bare - kernels the host's share
 
@@ -108,7 +108,7 @@ class Recorder:
 
 
 def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Policy) -> dict:
-    """The runner's own timed call (Runner._forward, autograd on as in the runner), in this
+    """The runner's own timed call (Runner.timed_call: guarded, autograd off), in this
     process: over one input set; over three with the judge's scales and fingerprints (what
     Runner.time does); and that again after a checked call under the profiler (Runner.run)."""
     r = runnermod.Runner.__new__(runnermod.Runner)

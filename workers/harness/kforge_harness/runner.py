@@ -72,13 +72,17 @@ PROFILE_ALLOWED = guardmod.ALLOWED_OPS | {
 class GuardedCall:
     """One call of the candidate's forward under the compute guard, as a context manager
     (``with GuardedCall(runner): out = model(*inputs)``). On leaving, ``flags`` holds what the
-    call did wrong: a PyTorch compute operator (``torch_compute``; the ForbiddenOp goes on), a guard switched off (``guard_tamper``), Python or
-    NumPy compute (``foreign_compute``), no kernel launched (``kernel_not_launched``). The flags
-    are also appended to ``sink`` when one is given. Owned by the runner's thread; one per call."""
+    call did wrong: a PyTorch compute operator (``torch_compute``; the ForbiddenOp goes on), a
+    guard switched off (``guard_tamper``), Python or NumPy compute (``foreign_compute``), no kernel
+    launched (``kernel_not_launched``). The flags are also appended to ``sink`` when one is given.
+    ``grad=False``: autograd off for the call, as the baselines are timed (torch.no_grad).
+    Owned by the runner's thread; one per call."""
 
-    def __init__(self, runner: Runner, sink: list[str] | None = None) -> None:
+    def __init__(self, runner: Runner, sink: list[str] | None = None, grad: bool = True) -> None:
         self.runner = runner
         self.sink = sink
+        self.grad = grad
+        self.grad_before = True
         self.flags: list[str] = []
         self.guard: guardmod.NativeGuard | guardmod.ComputeGuard | None = None
         self.calls_before = 0
@@ -88,11 +92,15 @@ class GuardedCall:
         self.calls_before = sum(k.calls for k in r.kernels)
         self.guard = guardmod.make_guard(r.native)
         r.foreign.clear()
+        self.grad_before = torch.is_grad_enabled()
+        if not self.grad:
+            torch.set_grad_enabled(False)
         r.in_forward = True
         try:
             self.guard.__enter__()
         except BaseException:
             r.in_forward = False
+            torch.set_grad_enabled(self.grad_before)
             raise
         return self
 
@@ -109,6 +117,7 @@ class GuardedCall:
                 raised = e
         finally:
             r.in_forward = False
+            torch.set_grad_enabled(self.grad_before)
         if g.tampered and "guard_tamper" not in flags:
             flags.append("guard_tamper")
         if g.violations:
@@ -392,13 +401,14 @@ class Runner:
         """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
         around it, entered before the timer starts and left after it stops, so that a candidate
         is timed as the baselines are (their calls carry no guard) while every call of it is
-        still guarded. Each call's flags go to ``flags``; a refused operator stops the timing
-        (its ForbiddenOp reaches the reply as ``torch_compute``)."""
+        still guarded, and with autograd off, as the baselines. Each call's flags go to
+        ``flags``; a refused operator stops the timing (its ForbiddenOp reaches the reply as
+        ``torch_compute``)."""
         assert self.model is not None
         model = self.model
 
         def wrap() -> GuardedCall:
-            return GuardedCall(self, flags)
+            return GuardedCall(self, flags, grad=False)
 
         return model, wrap
 
