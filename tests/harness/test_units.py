@@ -308,3 +308,30 @@ def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baseli
     with pytest.raises(guard.ForbiddenOp):
         timing.measure(fn, [[torch.ones(4)]], torch.device("cpu"), policy, wrap=wrap)
     assert flags == ["torch_compute"] and torch.is_grad_enabled() and not r.in_forward
+
+
+def test_a_baseline_timed_on_a_busy_machine_is_not_cached(tmp_path):
+    """baseline.store caches a baseline only when its timings are quiet (spread at most
+    MAX_CACHED_SPREAD); a noisy one, or one without a spread, is left out and measured again by
+    the next verdict."""
+    from kforge_harness import baseline
+
+    def timed(spread: float) -> dict:
+        return {"median_ms": 1.0, "spread": spread, "trials": 20}
+
+    quiet = {"eager": timed(0.05), "compile": timed(0.1)}
+    assert baseline.store(str(tmp_path / "q.json"), quiet)
+    assert baseline.load_cached(str(tmp_path / "q.json")) == quiet
+    no_compile = {"eager": timed(0.05), "compile": None, "compile_error": "not requested"}
+    assert baseline.store(str(tmp_path / "n.json"), no_compile)
+    busy = baseline.MAX_CACHED_SPREAD * 2
+    for name, data in {
+        "eager": {"eager": timed(busy), "compile": timed(0.1)},
+        "compile": {"eager": timed(0.05), "compile": timed(busy)},
+        "unknown": {"eager": {"median_ms": 1.0}, "compile": None},
+    }.items():
+        assert not baseline.store(str(tmp_path / f"{name}.json"), data), name
+        assert (
+            not (tmp_path / f"{name}.json").exists()
+            and baseline.load_cached(str(tmp_path / f"{name}.json")) is None
+        )

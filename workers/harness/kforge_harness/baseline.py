@@ -41,11 +41,36 @@ def load_cached(path: str) -> dict[str, Any] | None:
         return None
 
 
-def store(path: str, data: dict[str, Any]) -> None:
+# The largest spread (interquartile range over median) of a cached baseline's timings. A baseline
+# timed on a busy machine serves the verdict that measured it but is not cached: cached, it would
+# stand for every later verdict of the task on this device (the main job's table once showed a
+# 40 ms eager time, timed while tests ran on the same two cores, spread 0.56; quiet runs of the
+# same task stay under 0.1).
+MAX_CACHED_SPREAD = 0.25
+
+
+def quiet(data: dict[str, Any]) -> bool:
+    """Whether every timing in ``data`` (eager, and compile when measured) has a spread of at most
+    MAX_CACHED_SPREAD."""
+    for key in ("eager", "compile"):
+        t = data.get(key)
+        if t is None and key == "compile":
+            continue
+        spread = t.get("spread") if isinstance(t, dict) else None
+        if not isinstance(spread, (int, float)) or not 0 <= spread <= MAX_CACHED_SPREAD:
+            return False
+    return True
+
+
+def store(path: str, data: dict[str, Any]) -> bool:
+    """Writes ``data`` to the cache at ``path`` when it is quiet (see above). Returns whether it did."""
+    if not quiet(data):
+        return False
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(data, f)
     os.replace(tmp, path)
+    return True
 
 
 def measure_baselines(
