@@ -45,7 +45,8 @@ CANDIDATES = [(t, c) for t, c in HONEST] + [(t, c) for t, c, _, _ in CAUGHT]
 
 # Hacks that read the task file from the judge's command line: outside the jail they find it and
 # are rejected for the PyTorch compute they then do; inside, the file and the judge's /proc entry
-# are not in the view, so they fail earlier. Caught both ways, by different walls.
+# are not in the view, so they fail earlier, while ModelNew is built, and are rejected for the
+# introspection the static scan saw. Caught both ways, by different walls.
 STOPPED_BY_THE_VIEW = {"inherit_import_task", "introspect_task_file"}
 
 
@@ -54,7 +55,8 @@ def test_hack_verdict_same_in_jail(cache, task, candidate):
     plain, inside = evaluate(cache, task, candidate), jailed(cache, task, candidate)
     if candidate in STOPPED_BY_THE_VIEW:
         assert plain["status"] == "rejected" and plain["reward"] == -1, brief(plain)
-        assert inside["status"] == "runtime_error" and inside["reward"] == -1, brief(inside)
+        assert inside["status"] == "rejected" and inside["reward"] == -1, brief(inside)
+        assert "introspection" in inside["flags"] and "torch_compute" not in inside["flags"], brief(inside)
         assert "ModelNew could not be built" in inside["message"], brief(inside)
         return
     same(plain, inside)
