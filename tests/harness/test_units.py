@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -313,7 +314,7 @@ def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baseli
 def test_a_baseline_timed_on_a_busy_machine_is_not_cached(tmp_path):
     """baseline.store caches a baseline only when its timings are quiet (spread at most
     MAX_CACHED_SPREAD); a noisy one, or one without a spread, is left out and measured again by
-    the next verdict."""
+    the next verdict, and load_cached does not return a noisy one cached earlier."""
     from kforge_harness import baseline
 
     def timed(spread: float) -> dict:
@@ -335,3 +336,6 @@ def test_a_baseline_timed_on_a_busy_machine_is_not_cached(tmp_path):
             not (tmp_path / f"{name}.json").exists()
             and baseline.load_cached(str(tmp_path / f"{name}.json")) is None
         )
+    # one cached before the rule: read as absent, so the next verdict measures it again
+    (tmp_path / "old.json").write_text(json.dumps({"eager": timed(busy), "compile": timed(0.1)}))
+    assert baseline.load_cached(str(tmp_path / "old.json")) is None

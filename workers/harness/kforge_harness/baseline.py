@@ -33,10 +33,12 @@ def cache_path(task_sha: str, env: dict[str, Any]) -> str:
 
 
 def load_cached(path: str) -> dict[str, Any] | None:
+    """The cached baseline at ``path``, or None: none there, unreadable, or noisy (one stored
+    before ``store`` kept noisy baselines out is measured again, and replaced when quiet)."""
     try:
         with open(path) as f:
             data = json.load(f)
-        return data if isinstance(data, dict) and "eager" in data else None
+        return data if isinstance(data, dict) and "eager" in data and quiet(data) else None
     except (OSError, ValueError):
         return None
 
