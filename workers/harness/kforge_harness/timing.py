@@ -20,7 +20,6 @@ import contextlib
 import os
 import statistics
 import time
-from contextlib import AbstractContextManager
 from typing import Any, Callable
 
 import torch
@@ -151,7 +150,7 @@ def measure(
     scales: list[float] | None = None,
     fingerprint: Callable[[Any], list[float | None]] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
-    wrap: Callable[[], AbstractContextManager[Any]] | None = None,
+    wrap: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """Times ``fn`` over the input sets, rotating them. Returns summary statistics of the times.
 
