@@ -371,8 +371,22 @@ static const char CUDA_ENTRY[] =
     "        blocks = blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20);\n"
     "        direct<<<(unsigned)blocks, kThreads, 0, 0>>>(x, wt, y, geo, total);\n"
     "        return (int)cudaGetLastError();\n"
+    "    }\n";
+
+/* Variant 1's end of the entry: cuDNN alone. */
+static const char CUDA_ENTRY_LIB[] = "    const int rc = cudnn_conv(x, wt, y, geo);\n"
+                                     "    return rc != 0 ? rc : (int)cudaGetLastError();\n"
+                                     "}\n";
+
+/* Variant 0's end of the entry: the split path or cuDNN's, raced against the implicit GEMM. */
+static const char CUDA_ENTRY_RACE[] =
+    "    if (g != 1) {\n"
+    "        const int rc = cudnn_conv(x, wt, y, geo);\n"
+    "        return rc != 0 ? rc : (int)cudaGetLastError();\n"
     "    }\n"
-    "    if (kSplit && g == 1) { // large ones on the tensor cores (expert_conv_split.c)\n"
+    "    // large ones on the tensor cores (expert_conv_split.c), raced against our implicit\n"
+    "    // GEMM (expert_conv_igemm.c) on the shape's first call\n"
+    "    auto lib = [&]() -> int {\n"
     "        State &s = state();\n"
     "        if (s.h == nullptr)\n"
     "            KF_CUDNN(cudnnCreate(&s.h));\n"
@@ -384,9 +398,12 @@ static const char CUDA_ENTRY[] =
     "            split_conv(s, x, wt, y, sg, [&]() { return cudnn_conv(x, wt, y, geo); });\n"
     "        if (src >= 0)\n"
     "            return src;\n"
-    "    }\n"
-    "    const int rc = cudnn_conv(x, wt, y, geo);\n"
-    "    return rc != 0 ? rc : (int)cudaGetLastError();\n"
+    "        const int rc = cudnn_conv(x, wt, y, geo);\n"
+    "        return rc != 0 ? rc : (int)cudaGetLastError();\n"
+    "    };\n"
+    "    const long long in[3] = {1, h, w}, out[3] = {1, oh, ow}, k[3] = {1, kh, kw};\n"
+    "    const long long st[3] = {1, sh, sw}, pad[3] = {0, pt, pl}, dl[3] = {1, dh, dw};\n"
+    "    return ig_or(false, n, c, oc, in, out, k, st, pad, dl, x, wt, y, lib);\n"
     "}\n";
 
 /* The entry point: its signature (restrict_kw on the pointers), its checks (err: the code of a
@@ -401,23 +418,25 @@ static void entry_point(struct kf_buf *b, const struct kfx_call *c, const char *
 /* Variant v (0 or 1) on cuda. */
 static char *cuda_src(const struct kfx_call *c, int v) {
     struct kf_buf b = {0};
-    kf_buf_printf(&b,
-                  "// kforge expert: %s, conv2d through cuDNN's legacy API, variant %d: the "
-                  "algorithm %s.\n"
-                  "// y = conv2d(x, wt), NCHW float32, no bias; CUDNN_FMA_MATH (full fp32, never "
-                  "TF32); stream 0.\n"
-                  "// Descriptors, algorithm and workspace size are cached per shape (a few "
-                  "plans); one workspace\n"
-                  "// is shared and grown. Asymmetric padding goes to a direct kernel.\n"
-                  "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <algorithm>\n#include "
-                  "<climits>\n"
-                  "#include <cstdint>\n\nnamespace {\n\nconstexpr bool kFind = %s;\n"
-                  "constexpr bool kDepthwise = %s; // depthwise: our kernel, not cuDNN's\n"
-                  "constexpr bool kSplit = %s; // large ones: TF32 tensor cores, split operands\n",
-                  c->fn, v,
-                  v == 0 ? "from cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7)"
-                         : "cuDNN times fastest (cudnnFindConvolutionForwardAlgorithm)",
-                  v == 0 ? "false" : "true", v == 0 ? "true" : "false", v == 0 ? "true" : "false");
+    kf_buf_printf(
+        &b,
+        "// kforge expert: %s, conv2d through cuDNN's legacy API, variant %d: the "
+        "algorithm %s.\n"
+        "// y = conv2d(x, wt), NCHW float32, no bias; CUDNN_FMA_MATH (full fp32, never "
+        "TF32); stream 0.\n"
+        "// Descriptors, algorithm and workspace size are cached per shape (a few "
+        "plans); one workspace\n"
+        "// is shared and grown. Asymmetric padding goes to a direct kernel.\n"
+        "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <algorithm>\n#include "
+        "<climits>\n"
+        "#include <cstdint>\n#include <cstdlib>\n\nnamespace {\n\nconstexpr bool kFind = %s;\n"
+        "constexpr bool kDepthwise = %s; // depthwise: our kernel, not cuDNN's\n%s",
+        c->fn, v,
+        v == 0 ? "from cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7)"
+               : "cuDNN times fastest (cudnnFindConvolutionForwardAlgorithm)",
+        v == 0 ? "false" : "true", v == 0 ? "true" : "false",
+        v == 0 ? "constexpr bool kSplit = true; // large ones: TF32 tensor cores, split operands\n"
+               : "");
     kf_buf_printf(&b, "%s", CUDA_CONSTS);
     kfx_src_cudnn_check(&b);
     kf_buf_printf(&b, "%s", CUDA_GEO);
@@ -428,9 +447,13 @@ static char *cuda_src(const struct kfx_call *c, int v) {
     kfx_src_plan_lookup(&b, "kKey");
     kf_buf_printf(&b, "%s", CUDA_BODY_TAIL);
     kfx_src_cudnn_workspace(&b);
-    kfx_conv_split_src(&b);
+    if (v == 0) { /* the split and our implicit GEMM, raced against cuDNN */
+        kfx_conv_split_src(&b);
+        kfx_conv_igemm_src(&b);
+    }
     kf_buf_printf(&b, "%s", CUDA_BODY_CONV);
     entry_point(&b, c, "", "(int)cudaErrorInvalidValue", CUDA_ENTRY);
+    kf_buf_printf(&b, "%s", v == 0 ? CUDA_ENTRY_RACE : CUDA_ENTRY_LIB);
     return b.data;
 }
 

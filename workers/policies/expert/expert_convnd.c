@@ -10,11 +10,12 @@
  * cudnnConvolutionForward, a transposed one is cudnnConvolutionBackwardData of the forward
  * convolution it transposes (PyTorch's weight layout [C, OC/groups, k..] is that convolution's
  * filter). Plans are cached per shape; the algorithm is cuDNN's heuristics' (variant 0) or its
- * fastest by cudnnFind (variant 1). What cuDNN cannot express (asymmetric 'same' padding, sizes
- * past int) or declines goes to a direct kernel, one thread per output. cpu: the same gather per
- * output, rows of outputs shared out to the OpenMP threads (one variant).
- * Nothing is kept between calls: the node is only read, py is the caller's (appended to), and
- * each source is built in a fresh buffer that the caller owns and frees. */
+ * fastest by cudnnFind (variant 1). Variant 0 also races cuDNN's path against an implicit GEMM of
+ * our own (expert_conv_igemm.c) on a shape's first call and keeps the faster. What cuDNN cannot
+ * express (asymmetric 'same' padding, sizes past int) or declines goes to a direct kernel, one
+ * thread per output. cpu: the same gather per output, rows of outputs shared out to the OpenMP
+ * threads (one variant). Nothing is kept between calls: the node is only read, py is the caller's
+ * (appended to), and each source is built in a fresh buffer that the caller owns and frees. */
 #include "expert_ops.h"
 
 #include <stdbool.h>
@@ -451,18 +452,15 @@ static const char CUDA_DIRECT[] =
     "    blocks = blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20);\n"
     "    direct<<<(unsigned)blocks, kThreads, 0, 0>>>(x, wt, y, g, total);\n"
     "    return (int)cudaGetLastError();\n"
-    "}\n\n"
-    "} // namespace\n\n";
+    "}\n\n";
 
-static const char CUDA_ENTRY[] =
-    "    if (!shape_ok(g))\n"
-    "        return (int)cudaErrorInvalidValue;\n"
-    "    if (n == 0)\n"
-    "        return (int)cudaGetLastError();\n"
-    "    bool fits = n * c * id * ih * iw <= INT_MAX && n * oc * od * oh * ow <= INT_MAX &&\n"
-    "                oc * (c / kG) * kd * kh * kw <= INT_MAX;\n"
-    "    for (int j = 0; j < 3; ++j)\n"
-    "        fits = fits && g.pb[j] == g.pa[j];\n"
+/* The cuDNN path of a checked shape (the direct kernel where cuDNN cannot take it), inside the
+ * namespace; then the namespace's end. */
+static const char CUDA_LIB[] =
+    "// y by cuDNN (split or fp32), or by the direct kernel where sizes do not fit (fits false)\n"
+    "// or cuDNN declines.\n"
+    "int cudnn_path(const float *x, const float *wt, float *y, const Geo &g, bool fits) {\n"
+    "    const int64_t n = g.n, c = g.c, oc = g.oc;\n"
     "    if (!fits)\n"
     "        return run_direct(x, wt, y, g);\n"
     "    State &s = state();\n"
@@ -507,10 +505,43 @@ static const char CUDA_ENTRY[] =
     "            return src;\n"
     "    }\n"
     "    return fp32();\n"
+    "}\n\n"
+    "} // namespace\n\n";
+
+/* The exported function's checks, after signature(). */
+static const char CUDA_ENTRY[] =
+    "    if (!shape_ok(g))\n"
+    "        return (int)cudaErrorInvalidValue;\n"
+    "    if (n == 0)\n"
+    "        return (int)cudaGetLastError();\n"
+    "    bool fits = n * c * id * ih * iw <= INT_MAX && n * oc * od * oh * ow <= INT_MAX &&\n"
+    "                oc * (c / kG) * kd * kh * kw <= INT_MAX;\n"
+    "    for (int j = 0; j < 3; ++j)\n"
+    "        fits = fits && g.pb[j] == g.pa[j];\n";
+
+/* Variant 0's entry for one group: cuDNN's path (split or fp32) as lib, raced against our
+ * implicit GEMM. */
+static const char CUDA_ENTRY_IGEMM[] =
+    "    auto lib = [&]() -> int {\n"
+    "        return cudnn_path(x, wt, y, g, fits);\n"
+    "    };\n"
+    "    if (!fits)\n"
+    "        return lib();\n"
+    "    long long in[3], out[3], k[3], st[3], pb[3], dl[3];\n"
+    "    for (int j = 0; j < 3; ++j) {\n"
+    "        in[j] = g.i[j];\n"
+    "        out[j] = g.o[j];\n"
+    "        k[j] = g.k[j];\n"
+    "        st[j] = kS[j];\n"
+    "        pb[j] = g.pb[j];\n"
+    "        dl[j] = kD[j];\n"
+    "    }\n"
+    "    return ig_or(kTransposed, n, c, oc, in, out, k, st, pb, dl, x, wt, y, lib);\n"
     "}\n";
 
 /* Variant v (0 or 1) on cuda. */
 static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
+    const bool igemm = v == 0 && p->groups == 1; /* our implicit GEMM raced in */
     struct kf_buf b = {0};
     char what[24];
     op_name(p, what, sizeof(what));
@@ -522,15 +553,19 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
                   "// algorithm and workspace size are cached per shape (a few plans); one "
                   "workspace is shared and\n"
                   "// grown. Asymmetric padding, sizes past int and shapes cuDNN declines go "
-                  "to a direct kernel.\n"
+                  "to a direct kernel.%s\n"
                   "#include <cuda_runtime.h>\n#include <cudnn.h>\n\n#include <algorithm>\n#include "
                   "<climits>\n"
-                  "#include <cstdint>\n\n#define KF_HD __host__ __device__\n\nnamespace {\n\n"
+                  "#include <cstdint>\n#include <cstdlib>\n\n#define KF_HD __host__ "
+                  "__device__\n\nnamespace {\n\n"
                   "constexpr bool kFind = %s;\nconstexpr int kDims = %d; // tensor dimensions "
                   "cuDNN sees\n"
                   "constexpr bool kSplit = %s; // large ones: TF32 tensor cores, split operands\n",
                   c->fn, what, v,
                   v == 0 ? "from cuDNN's heuristics" : "cuDNN times fastest (cudnnFind)", what,
+                  igemm ? "\n// A shape's first call times cuDNN's path against our implicit GEMM "
+                          "(fp32 FMA) and keeps the faster."
+                        : "",
                   v == 0 ? "false" : "true", p->rank == 3 ? 5 : 4, v == 0 ? "true" : "false");
     src_common(&b, p);
     kf_buf_printf(&b, "%s", CUDA_STATE);
@@ -543,9 +578,12 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
     kf_buf_printf(&b, "%s", CUDA_TAIL);
     kfx_src_cudnn_workspace(&b);
     kfx_conv_split_src(&b);
-    kf_buf_printf(&b, "%s", CUDA_DIRECT);
+    if (igemm)
+        kfx_conv_igemm_src(&b);
+    kf_buf_printf(&b, "%s%s", CUDA_DIRECT, CUDA_LIB);
     signature(&b, c);
-    kf_buf_printf(&b, "%s", CUDA_ENTRY);
+    kf_buf_printf(&b, "%s%s", CUDA_ENTRY,
+                  igemm ? CUDA_ENTRY_IGEMM : "    return cudnn_path(x, wt, y, g, fits);\n}\n");
     return b.data;
 }
 

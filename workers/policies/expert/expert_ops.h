@@ -62,6 +62,10 @@ void kfx_src_split_kernel(struct kf_buf *b);
  * operands (SplitConv, split_conv), appended to b inside the source's namespace, after its
  * cuDNN State and workspace. */
 void kfx_conv_split_src(struct kf_buf *b);
+/* expert_conv_igemm.c: the CUDA section of fp32 convolutions as implicit GEMMs of our own
+ * (IgPlan, ig_run, ig_or: the faster of it and the caller's cuDNN path), appended to b inside
+ * the source's namespace. */
+void kfx_conv_igemm_src(struct kf_buf *b);
 
 /* nn.Conv2d or torch.nn.functional.conv2d / torch.conv2d: in = {x, weight}; x [N, C, H, W],
  * weight [OC, C/groups, KH, KW]; stride, padding, dilation from attrs / args / kwargs; the bias,
