@@ -6,7 +6,9 @@
  * dw, groups): padding per side, as 'same' pads an even kernel more at the bottom and right.
  * cuda: cuDNN's legacy API with CUDNN_FMA_MATH (no TF32), plans cached per shape, the algorithm
  * from cuDNN's heuristics (variant 0) or timed by cudnnFind (variant 1); asymmetric padding goes
- * to a direct kernel; in variant 0 a depthwise one (c == groups) to a tiled kernel of our own. cpu:
+ * to a direct kernel; in variant 0 a depthwise one (c == groups) to a tiled kernel of our own, and
+ * one group to the split (expert_conv_split.c) or cuDNN raced against our implicit GEMM
+ * (expert_conv_igemm.c) on a shape's first call, the faster kept. cpu:
  * implicit im2col into panels of output pixels times the weights with a register-blocked
  * micro-kernel, OpenMP over (image, group, pixel block, channel block), two panel sizes. Nothing is
  * kept between calls: the node is only read, py is the caller's (appended to), and each source is
