@@ -6,7 +6,9 @@ convolutions of 1 to 3 dims, strided and transposed), the expert's variant 0 is 
 harness and run outside the judge on inputs of two distributions; its largest error against a
 float64 result must be within twice that of torch's fp32 (TF32 off) on the same inputs, or within
 the judge's strict fp32 tolerance relative to the largest output. The fp32
-variants (2 for products, 1 for convolutions) are checked the same way as a control."""
+variants (2 for products, 1 for convolutions) are checked the same way as a control. The
+expert's own implicit-GEMM convolutions (expert_conv_igemm.c), which variant 0 races against
+cuDNN, are checked the same way with that path forced."""
 
 from __future__ import annotations
 
