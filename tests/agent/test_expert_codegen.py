@@ -62,6 +62,27 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+CONV_LIKE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        {body}
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
 SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not use
     # diagonals (as_strided views: diagonal is no view to the judge's guard) with offsets of
     # both signs and over the last two dims of a 3-D tensor, and trace
@@ -557,6 +578,25 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
         "moments",
         "ew",
     ]
+    # cuda: a convolution takes the pass that reads its output (bias, activation) as its
+    # epilogue (expert_plan_fuse.c, expert_conv_epi.c); cpu keeps a pass of its own
+    assert kinds("conv3d_gelu", "cuda") == ["conv"]
+    assert kinds("conv2d_relu_maxpool", "cuda") == ["conv", "pool"]
+    assert kinds("conv3d_gelu") == ["conv", "ew"]
+
+    def conv_steps(body: str) -> tuple[list[str], bool]:
+        task = tmp_path / "conv_tail.py"
+        task.write_text(CONV_LIKE.replace("{body}", body))
+        g = generate("cuda", graph_of(task, tmp_path, "cuda"))
+        assert g["ok"], g["detail"]
+        return [st["kind"] for st in g["steps"]], "struct KfEpi {" in g["steps"][0]["variants"][0]
+
+    # a residual (a leaf of the output's shape) and a scale join; the output read again later
+    # (returned as well, or beside the pass in a cat) keeps the pass apart, since the fused
+    # step no longer writes it
+    assert conv_steps("return torch.relu(self.c(x)) * 0.5 + x") == (["conv"], True)
+    assert conv_steps("y = self.c(x)\n        return torch.tanh(y), y") == (["conv", "ew", "ew"], False)
+    assert conv_steps("y = self.c(x)\n        return torch.cat([torch.relu(y), y], 1)")[1] is False
     # and an RMS norm's mean of squares with the pass that reads it
     assert kinds("rms_norm", "cuda") == ["reduce"]
     assert kinds("rms_norm_residual", "cuda") == ["reduce"]

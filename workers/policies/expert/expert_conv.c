@@ -8,7 +8,9 @@
  * from cuDNN's heuristics (variant 0) or timed by cudnnFind (variant 1); asymmetric padding goes
  * to a direct kernel; in variant 0 a depthwise one (c == groups) to a tiled kernel of our own, and
  * one group to the split (expert_conv_split.c) or cuDNN raced against our implicit GEMM
- * (expert_conv_igemm.c) on a shape's first call, the faster kept. cpu:
+ * (expert_conv_igemm.c) on a shape's first call, the faster kept. With an epilogue (cuda: the
+ * pass after the convolution, fused by the planner), the kernel also takes that pass's operands
+ * and the output after these arguments (expert_conv_epi.c). cpu:
  * implicit im2col into panels of output pixels times the weights with a register-blocked
  * micro-kernel, OpenMP over (image, group, pixel block, channel block), two panel sizes. Nothing is
  * kept between calls: the node is only read, py is the caller's (appended to), and each source is
@@ -138,16 +140,31 @@ int kfx_conv_py(const struct kfx_call *c, struct kf_buf *py, char *detail, size_
 
 /* ---- the generated sources ---- */
 
-static void signature(struct kf_buf *b, const struct kfx_call *c, const char *restrict_kw) {
-    kf_buf_printf(b,
-                  "extern \"C\" int %s(const float *%s x, const float *%s wt, float *%s y, "
-                  "int64_t n, int64_t c,\n"
+/* The exported function's parameters (restrict_kw on the pointers), into t. */
+static void params(struct kf_buf *t, const char *restrict_kw) {
+    kf_buf_printf(t,
+                  "const float *%s x, const float *%s wt, float *%s y, int64_t n, int64_t c,\n"
                   "        int64_t h, int64_t w, int64_t oc, int64_t kh, int64_t kw, int64_t oh, "
                   "int64_t ow,\n"
                   "        int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr, "
                   "int64_t dh,\n"
-                  "        int64_t dw, int64_t g) {\n",
-                  c->fn, restrict_kw, restrict_kw, restrict_kw);
+                  "        int64_t dw, int64_t g",
+                  restrict_kw, restrict_kw, restrict_kw);
+}
+
+static const char NAMES[] = "x, wt, y, n, c, h, w, oc, kh, kw, oh, ow, sh, sw, pt, pb, pl, pr, dh, "
+                            "dw, g";
+
+/* The entry's signature: cuda's through expert_conv_epi.c (kf_core when the step has an
+ * epilogue). */
+static void signature(struct kf_buf *b, const struct kfx_call *c, const char *restrict_kw) {
+    struct kf_buf t = {0};
+    params(&t, restrict_kw);
+    if (strcmp(c->backend, "cuda") == 0)
+        kfx_conv_epi_open(b, c, t.data ? t.data : "");
+    else
+        kf_buf_printf(b, "extern \"C\" int %s(%s) {\n", c->fn, t.data ? t.data : "");
+    kf_buf_free(&t);
 }
 
 /* The argument checks of every entry point; err is the code of a bad call. */
@@ -403,9 +420,9 @@ static const char CUDA_ENTRY_RACE[] =
     "        const int rc = cudnn_conv(x, wt, y, geo);\n"
     "        return rc != 0 ? rc : (int)cudaGetLastError();\n"
     "    };\n"
-    "    const long long in[3] = {1, h, w}, out[3] = {1, oh, ow}, k[3] = {1, kh, kw};\n"
+    "    const long long in3[3] = {1, h, w}, out3[3] = {1, oh, ow}, k[3] = {1, kh, kw};\n"
     "    const long long st[3] = {1, sh, sw}, pad[3] = {0, pt, pl}, dl[3] = {1, dh, dw};\n"
-    "    return ig_or(false, n, c, oc, in, out, k, st, pad, dl, x, wt, y, lib);\n"
+    "    return ig_or(false, n, c, oc, in3, out3, k, st, pad, dl, x, wt, y, lib, KF_EPI);\n"
     "}\n";
 
 /* The entry point: its signature (restrict_kw on the pointers), its checks (err: the code of a
@@ -456,6 +473,10 @@ static char *cuda_src(const struct kfx_call *c, int v) {
     kf_buf_printf(&b, "%s", CUDA_BODY_CONV);
     entry_point(&b, c, "", "(int)cudaErrorInvalidValue", CUDA_ENTRY);
     kf_buf_printf(&b, "%s", v == 0 ? CUDA_ENTRY_RACE : CUDA_ENTRY_LIB);
+    struct kf_buf t = {0};
+    params(&t, "");
+    kfx_conv_epi_close(&b, c, t.data ? t.data : "", NAMES, "n * oc * oh * ow");
+    kf_buf_free(&t);
     return b.data;
 }
 

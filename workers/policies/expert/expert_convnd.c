@@ -5,7 +5,9 @@
  * groups come from the node and are baked into the kernel; the sizes come from the operands at
  * run time. Every kernel sees a 3-D problem: a 1-D or 2-D one has leading sizes of 1, which is
  * the same memory, so the Python lines pass sizes and no views. Every kernel takes
- * (x, weight, y, n, c, id, ih, iw, oc, kd, kh, kw, od, oh, ow).
+ * (x, weight, y, n, c, id, ih, iw, oc, kd, kh, kw, od, oh, ow); with an epilogue (cuda: the pass
+ * after the convolution, fused by the planner) also that pass's operands and the output
+ * (expert_conv_epi.c).
  * cuda: cuDNN's legacy N-d API with CUDNN_FMA_MATH (no TF32); a forward convolution is
  * cudnnConvolutionForward, a transposed one is cudnnConvolutionBackwardData of the forward
  * convolution it transposes (PyTorch's weight layout [C, OC/groups, k..] is that convolution's
@@ -301,16 +303,22 @@ static void src_common(struct kf_buf *b, const struct convnd *p) {
         "}\n\n");
 }
 
+/* The exported function's parameters, their names, and the output's element count. */
+static const char PARAMS[] =
+    "const float *x, const float *wt, float *y, int64_t n, int64_t c, int64_t id,\n"
+    "        int64_t ih, int64_t iw, int64_t oc, int64_t kd, int64_t kh, int64_t kw, int64_t od,\n"
+    "        int64_t oh, int64_t ow";
+static const char NAMES[] = "x, wt, y, n, c, id, ih, iw, oc, kd, kh, kw, od, oh, ow";
+
+/* The entry's signature (cuda: through expert_conv_epi.c, which makes it kf_core when the step
+ * has an epilogue) and its geometry. */
 static void signature(struct kf_buf *b, const struct kfx_call *c) {
+    if (strcmp(c->backend, "cuda") == 0)
+        kfx_conv_epi_open(b, c, PARAMS);
+    else
+        kf_buf_printf(b, "extern \"C\" int %s(%s) {\n", c->fn, PARAMS);
     kf_buf_printf(
-        b,
-        "extern \"C\" int %s(const float *x, const float *wt, float *y, int64_t n, "
-        "int64_t c, int64_t id,\n"
-        "        int64_t ih, int64_t iw, int64_t oc, int64_t kd, int64_t kh, int64_t kw, "
-        "int64_t od,\n"
-        "        int64_t oh, int64_t ow) {\n"
-        "    Geo g{n, c, oc, {id, ih, iw}, {kd, kh, kw}, {od, oh, ow}, {}, {}, {}, {}};\n",
-        c->fn);
+        b, "    Geo g{n, c, oc, {id, ih, iw}, {kd, kh, kw}, {od, oh, ow}, {}, {}, {}, {}};\n");
 }
 
 static const char CUDA_STATE[] =
@@ -527,16 +535,16 @@ static const char CUDA_ENTRY_IGEMM[] =
     "    };\n"
     "    if (!fits)\n"
     "        return lib();\n"
-    "    long long in[3], out[3], k[3], st[3], pb[3], dl[3];\n"
+    "    long long in3[3], out3[3], k[3], st[3], pb[3], dl[3];\n"
     "    for (int j = 0; j < 3; ++j) {\n"
-    "        in[j] = g.i[j];\n"
-    "        out[j] = g.o[j];\n"
+    "        in3[j] = g.i[j];\n"
+    "        out3[j] = g.o[j];\n"
     "        k[j] = g.k[j];\n"
     "        st[j] = kS[j];\n"
     "        pb[j] = g.pb[j];\n"
     "        dl[j] = kD[j];\n"
     "    }\n"
-    "    return ig_or(kTransposed, n, c, oc, in, out, k, st, pb, dl, x, wt, y, lib);\n"
+    "    return ig_or(kTransposed, n, c, oc, in3, out3, k, st, pb, dl, x, wt, y, lib, KF_EPI);\n"
     "}\n";
 
 /* Variant v (0 or 1) on cuda. */
@@ -584,6 +592,7 @@ static char *cuda_src(const struct kfx_call *c, const struct convnd *p, int v) {
     signature(&b, c);
     kf_buf_printf(&b, "%s%s", CUDA_ENTRY,
                   igemm ? CUDA_ENTRY_IGEMM : "    return cudnn_path(x, wt, y, g, fits);\n}\n");
+    kfx_conv_epi_close(&b, c, PARAMS, NAMES, "n * oc * od * oh * ow");
     return b.data;
 }
 

@@ -372,6 +372,10 @@ char *kfx_step_src(const struct kfx_plan *p, int s, int v) {
     case KFX_GEMM:
         return kfx_gemm_src(&c, v);
     case KFX_CONV:
+        c.epi_body = st->ew_body; /* the pass it took as its epilogue (expert_plan_fuse.c) */
+        c.epi_leaves = st->ew_leaves;
+        c.epi_scalar = st->pro_scalar;
+        c.epi_bcast = st->pro_bcast;
         return kfx_conv_src(&c, v);
     case KFX_POOL:
         return kfx_pool_src(&c, v);

@@ -29,6 +29,15 @@ struct kfx_call {
     bool trans_a;        /* matmul: the same for in[0] and a (x.T @ y) */
     const char *b_view;  /* trans_b, for kfx_gemm_py: the Python expression of b itself */
     const char *a_view;  /* trans_a: of a */
+    /* a convolution's epilogue (cuda; NULL: none): the elementwise body (expert_ew.c's format)
+     * over epi_leaves leaves, leaf 0 the convolution's value and leaf k > 0 an extra operand
+     * read at the output's flat index j as k[0] (epi_scalar[k]), k[(j / q) % m] (epi_bcast[k])
+     * or k[j]; the function then takes those operands and the output after its own arguments
+     * (expert_conv_epi.c) */
+    const char *epi_body;
+    int epi_leaves;
+    const unsigned char *epi_scalar;
+    const unsigned char *epi_bcast;
 };
 
 /* The Python lines (each indented 8 spaces, ending in a newline) appended to py: they compute
@@ -66,6 +75,18 @@ void kfx_conv_split_src(struct kf_buf *b);
  * (IgPlan, ig_run, ig_or: the faster of it and the caller's cuDNN path), appended to b inside
  * the source's namespace. */
 void kfx_conv_igemm_src(struct kf_buf *b);
+
+/* expert_conv_epi.c: a fused convolution's epilogue (c->epi_body), for both convolution
+ * generators' cuda sources. kfx_conv_epi_open: where the exported function's signature goes,
+ * params its parameters' text: without an epilogue that signature, with one the epilogue's
+ * section (KfEpi), then kf_core's signature (params, then the epilogue, out and done); KF_EPI
+ * defined as ig_or's last arguments either way. kfx_conv_epi_close: after the body, with one,
+ * the exported function (params, the extra operands, out), which calls kf_core with names and
+ * applies the pass where the core left the plain output in y; total: the C expression of the
+ * output's element count. */
+void kfx_conv_epi_open(struct kf_buf *b, const struct kfx_call *c, const char *params);
+void kfx_conv_epi_close(struct kf_buf *b, const struct kfx_call *c, const char *params,
+                        const char *names, const char *total);
 
 /* nn.Conv2d or torch.nn.functional.conv2d / torch.conv2d: in = {x, weight}; x [N, C, H, W],
  * weight [OC, C/groups, KH, KW]; stride, padding, dilation from attrs / args / kwargs; the bias,

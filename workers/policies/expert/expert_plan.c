@@ -95,6 +95,7 @@ struct kfx_step *kfx_add_step(struct kfx_plan *p, enum kfx_skind kind, char *det
     struct kfx_step *st = &p->step[p->n_steps];
     memset(st, 0, sizeof(*st));
     st->kind = kind;
+    st->conv_out = -1;
     snprintf(st->fn, sizeof(st->fn), "kf_op%d", p->n_steps);
     p->n_steps++;
     return st;
@@ -236,6 +237,27 @@ static int walk(const struct kfx_plan *p, int v, struct chain *c) {
         return -1;
     c->leaf[c->n_leaves++] = v;
     return 0;
+}
+
+bool kfx_reads_val(const struct kfx_plan *p, int u, int t) {
+    for (int hops = 0; u >= 0 && u < p->n_vals && hops < KFX_MAX_VALS; hops++) {
+        if (u == t)
+            return true;
+        const struct kfx_val *x = &p->val[u];
+        if (x->kind == KFX_LAZY) {
+            struct chain *c = calloc(1, sizeof(*c));
+            bool reads = c == NULL || walk(p, u, c) != 0; /* unknown: taken as read */
+            for (int i = 0; !reads && i < c->n_leaves; i++)
+                reads = c->leaf[i] != u && kfx_reads_val(p, c->leaf[i], t);
+            free(c);
+            return reads;
+        }
+        /* a view's own root, or the tensor a swapped view stands for */
+        u = x->view_of ? x->view_of - 1 : x->last2_of ? x->last2_of - 1 : -1;
+        if (u == (int)(x - p->val))
+            return false;
+    }
+    return false;
 }
 
 /* The body computing val v over the chain's leaves, into b. */
@@ -456,8 +478,17 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
                  "yet)");
         return -1;
     }
+    unsigned char kind[KFX_MAX_LEAVES];
+    const int conv = strided ? -1 : kfx_fuse_conv(p, v, c->leaf, c->n_leaves, kind);
     struct kf_buf b = {0};
-    chain_body(p, v, c, &b);
+    chain_body(p, v, c, &b); /* over the leaves in kfx_fuse_conv's order, where it applies */
+    if (conv >= 0 && b.data) {
+        const int rc = kfx_fuse_conv_emit(p, conv, v, c->leaf, c->n_leaves, kind, b.data);
+        free(c);
+        if (rc != 0)
+            snprintf(detail, dlen, "a convolution's epilogue: names too long");
+        return rc;
+    }
     char names[1024];
     leaf_names(p, c, names, sizeof(names));
     if (b.data && bcast && x->ndim <= 4 && !strided &&
@@ -504,6 +535,17 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
     x->kind = KFX_TENSOR;
     free(c);
     return 0;
+}
+
+int kfx_leaf_kind(const struct kfx_plan *p, int l, int v) {
+    const struct kfx_val *y = &p->val[l], *x = &p->val[v];
+    if (y->noncontig || y->offset)
+        return -1;
+    if (kfx_same_shape(y, x))
+        return 0;
+    if (one_value(y) && y->ndim <= x->ndim && !one_value(x))
+        return 1;
+    return run_broadcast(y, x) ? 2 : -1;
 }
 
 int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, size_t n,
@@ -1058,6 +1100,7 @@ static int walk_nodes(struct kfx_plan *p, char *detail, size_t dlen) {
             snprintf(detail, dlen, "a graph of more than %d nodes", KFX_MAX_VALS);
             return -1;
         }
+        p->at_node = (int)i; /* the nodes from here on are still to be planned */
         if (strcmp(op, "output") == 0)
             return output(p, node, detail, dlen);
         int k = p->n_vals++;

@@ -148,6 +148,10 @@ struct kfx_step {
     int n_sub;
     struct kfx_sub sub[KFX_MAX_SUB];
     int sub_out[KFX_MAX_SUB];
+    /* CONV: the val of its output tensor (before the bias). On cuda the elementwise pass that
+     * reads it may join the step as its epilogue (kfx_fuse_conv): ew_body over ew_leaves
+     * leaves, leaf 0 the convolution's value, leaf k > 0 read as pro_scalar and pro_bcast say */
+    int conv_out;
     int diag;          /* MASK: the diagonal (op "tril", "triu" or "eye") */
     double fill, step; /* MASK: op "full"'s value; "arange"'s start and step */
     /* GATHER: the output, contiguous, seen as g_nd dims of extents g_out; its coordinate o
@@ -196,6 +200,7 @@ struct kfx_plan {
     json_t *graph;
     /* the step outputs that forward() returns or returns a view of, space-separated */
     char ret_roots[256];
+    int at_node; /* the index of the graph node being planned (the nodes from it on are to come) */
 };
 
 /* Plans the task whose inspect graph is g for backend "cuda" or "cpu". 0, or -1 with the
@@ -481,6 +486,23 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg);
  * true; false, body still the caller's, when it does not apply. */
 bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
                    const char *names);
+
+/* expert_plan_fuse.c, on cuda: when the last step is a convolution whose output only lazy val v
+ * (its chain's leaves leaf[0..n)) reads, and nothing planned later reads that output, v's pass
+ * can be the convolution's epilogue: the leaves are reordered (the output first) with their
+ * kinds set in kind (0 of v's shape, 1 one value, 2 broadcast along a run of dims), and the
+ * step's index is returned; -1 when it does not apply. kfx_fuse_conv_emit then makes the step
+ * take body (v's pass over the reordered leaves, owned) and moves its launch after v's
+ * allocation, with the leaves (names, each broadcast one's (q, m) after it) and v passed. */
+int kfx_fuse_conv(struct kfx_plan *p, int v, int *leaf, int n, unsigned char *kind);
+int kfx_fuse_conv_emit(struct kfx_plan *p, int s, int v, const int *leaf, int n,
+                       const unsigned char *kind, char *body);
+/* expert_plan.c: how leaf l of a chain is read at v's flat index j: 0 as l[j] (v's shape), 1 as
+ * l[0] (one value), 2 as l[(j / q) % m] (a broadcast along one run of v's dims); -1 otherwise
+ * (a strided view, or another broadcast). */
+int kfx_leaf_kind(const struct kfx_plan *p, int l, int v);
+/* expert_plan.c: whether val u is val t, a view of it, or a lazy chain that reads either. */
+bool kfx_reads_val(const struct kfx_plan *p, int u, int t);
 
 /* Whether any of st's prologue leaves broadcasts (pro_bcast): such a step's kernels read its
  * leaves through KF_LOAD and KF_LOAD4 only, so it neither merges with a sibling reduction nor

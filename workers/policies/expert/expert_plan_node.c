@@ -823,6 +823,8 @@ static int library(struct kfx_plan *p, const json_t *node, int k, enum kfx_skind
         return -1;
     kfx_set_val(p, outv, node, KFX_TENSOR, "");
     snprintf(p->val[outv].py, sizeof(p->val[outv].py), "t%d", outv);
+    if (kind == KFX_CONV)
+        st->conv_out = outv;
     struct kfx_call c = {.node = node,
                          .fn = st->fn,
                          .n_in = n_ops,
