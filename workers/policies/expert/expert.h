@@ -10,6 +10,7 @@
 #define KF_EXPERT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct kfw_episode;
@@ -60,10 +61,14 @@ void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
  * __device__: a cpu kernel's, with kfw_cpu_math's functions). */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
 
-/* expert_cpu_math.c: for a cpu kernel's body that calls erff or expf, the definitions of
- * kf_expf and kf_erff (vectorisable) into b, and the body with erff and expf renamed kf_erff and
- * kf_expf (owned by the caller); NULL, b untouched, when the body calls neither. */
+/* expert_cpu_math.c: for a cpu kernel's body that calls erff, expf or tanhf, the definitions of
+ * kf_expf, kf_erff and kf_tanhf (vectorisable) into b, and the body with those calls renamed
+ * (owned by the caller); NULL, b untouched, when the body calls none of them. */
 char *kfw_cpu_math(struct kf_buf *b, const char *body);
+/* Whether body calls any of them (kfw_cpu_math then defines the three); and the definitions
+ * alone, into b, for a kernel that calls kf_expf itself. */
+bool kfw_cpu_math_used(const char *body);
+void kfw_cpu_math_defs(struct kf_buf *b);
 
 /* A pass along one row of the output with float4 loads and stores, as kf_rows4 (expert_bcast.c)
  * and the fused norm (expert_norm_fused.c) write it. In the generated code, input k has a row

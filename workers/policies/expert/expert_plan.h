@@ -318,6 +318,11 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
  * KF_LOAD(idx) macro of st's prologue (cuda: also KF_LOAD4 and KF_ALIGNED). */
 void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads);
 void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda);
+/* expert_rows_cpu.c: the exported cpu kernel of reduction or softmax step st (op: its operator,
+ * "softmax" for both softmaxes but log_softmax), after kf_elem, KF_LOAD, Acc, OutT and SCHED;
+ * kfx_rows_cpu_exp: whether op's kernel calls kf_expf. */
+void kfx_rows_cpu_kernel(struct kf_buf *b, const struct kfx_step *st, const char *op);
+bool kfx_rows_cpu_exp(const char *op);
 
 /* expert_plan_multi.c: when the last step is a sum-like reduction (sum, mean, prod, var, std)
  * of an input of in's shape over the same dims and keepdim, which op (also sum-like) over in

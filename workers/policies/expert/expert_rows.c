@@ -831,21 +831,6 @@ static char *cuda_src(const struct kfx_step *st, int v) {
     return b.data;
 }
 
-static const char CPU_REDUCE[] =
-    "extern \"C\" int @FN@(@IN@OutT *out, int64_t outer, int64_t red, int64_t inner) {\n"
-    "    if (outer < 0 || red < 0 || inner < 0)\n"
-    "        return 1;\n"
-    "#pragma omp parallel for schedule(SCHED)\n"
-    "    for (int64_t t = 0; t < outer * inner; ++t) {\n"
-    "        const int64_t o = t / inner, i = t % inner, base = o * red * inner + i;\n"
-    "        Acc a = acc_init();\n"
-    "        for (int64_t j = 0; j < red; ++j)\n"
-    "            acc_add(a, KF_LOAD(base + j * inner), j);\n"
-    "        OUTPUT\n"
-    "    }\n"
-    "    return 0;\n"
-    "}\n";
-
 /* B == 1 (a batch norm over (N, C): each g a column): tiles of 64 columns, each read a row at a
  * time, so the matrix is read once along its rows rather than once per column down a stride of
  * G (this machine's CPU: batch_norm1d_relu's statistics were most of its 11.7 ms) */
@@ -906,9 +891,14 @@ static char *cpu_src(const struct kfx_step *st, int v) {
                   "// kforge expert: %s, variant %d: OpenMP over rows and columns, %s "
                   "schedule.\n#include <cmath>\n#include <cstdint>\n\nnamespace {\n\n",
                   st->op, v, v == 0 ? "static" : "dynamic");
+    bool sm = st->kind == KFX_SOFTMAX;
+    const char *op = sm && strcmp(st->op, "log_softmax") != 0 ? "softmax" : st->op;
+    /* the two-pass rows' exp (expert_cpu_math.c), first (its pragma covers what follows),
+     * unless the prologue brings it */
+    if (st->kind != KFX_MOMENTS && kfx_rows_cpu_exp(op) && !kfw_cpu_math_used(st->body))
+        kfw_cpu_math_defs(&b);
     kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
     kfx_rows_load(&b, st, false);
-    bool sm = st->kind == KFX_SOFTMAX;
     if (st->kind != KFX_MOMENTS)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
     else
@@ -916,15 +906,11 @@ static char *cpu_src(const struct kfx_step *st, int v) {
     kf_buf_printf(&b, "using OutT = %s;\n#define SCHED %s\n",
                   strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float",
                   v == 0 ? "static" : "dynamic, 8");
-    if (sm)
-        kf_buf_printf(
-            &b, "#define OUTPUT for (int64_t j = 0; j < red; ++j) out[base + j * inner] = %s;\n",
-            strcmp(st->op, "log_softmax") == 0 ? "KF_LOAD(base + j * inner) - a.v - std::log(a.s)"
-                                               : "std::exp(KF_LOAD(base + j * inner) - a.v) / a.s");
-    else
-        kf_buf_printf(&b, "#define OUTPUT out[t] = acc_fin(a, red);\n");
     kf_buf_printf(&b, "\n} // namespace\n\n");
-    kfx_rows_put(&b, st->kind == KFX_MOMENTS ? CPU_MOMENTS : CPU_REDUCE, st, 0);
+    if (st->kind == KFX_MOMENTS)
+        kfx_rows_put(&b, CPU_MOMENTS, st, 0);
+    else
+        kfx_rows_cpu_kernel(&b, st, op);
     return b.data;
 }
 
