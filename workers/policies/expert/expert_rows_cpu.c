@@ -14,7 +14,8 @@
  * - columns (inner > 1): tiles of up to 64 adjacent columns of one outer index, each of the red
  *   rows read in turn (contiguous), one accumulator per column, simd across the tile for the
  *   simple operators and the softmax family (its passes as in rows); arg-reductions and
- *   variances keep expert_rows.c's Acc per column.
+ *   variances keep expert_rows.c's Acc per column. An arg-reduction along a row finds its
+ *   extreme by a simd reduction (NaN first, as in PyTorch), then the first index holding it.
  * The caller has emitted kf_elem, KF_LOAD, Acc and its functions (acc_code), OutT and SCHED. */
 #include <stdbool.h>
 #include <string.h>
@@ -234,7 +235,28 @@ void kfx_rows_cpu_kernel(struct kf_buf *b, const struct kfx_step *st, const char
     } else {
         if (kfx_rows_cpu_exp(op))
             exp_src(&t, op);
-        else /* arg-reductions and variances: Acc along the row */
+        else if (!strncmp(op, "arg", 3)) /* the extreme (simd), then its first index */
+            kf_buf_printf(&t,
+                          "            float m = %s;\n"
+                          "            int nan = 0;\n"
+                          "#pragma omp simd reduction(%s : m) reduction(| : nan)\n"
+                          "            for (int64_t j = 0; j < red; ++j) {\n"
+                          "                const float x = KF_LOAD(base + j);\n"
+                          "                m = x %c m ? x : m;\n"
+                          "                nan |= x != x;\n"
+                          "            }\n"
+                          "            int64_t at = 0;\n"
+                          "            for (int64_t j = 0; j < red; ++j) {\n"
+                          "                const float x = KF_LOAD(base + j);\n"
+                          "                if (nan ? x != x : x == m) {\n"
+                          "                    at = j;\n"
+                          "                    break;\n"
+                          "                }\n"
+                          "            }\n"
+                          "            out[o] = at;\n",
+                          op[4] == 'a' ? "-INFINITY" : "INFINITY", op[4] == 'a' ? "max" : "min",
+                          op[4] == 'a' ? '>' : '<');
+        else /* variances: Acc along the row */
             kf_buf_printf(&t, "            Acc a = acc_init();\n"
                               "            for (int64_t j = 0; j < red; ++j)\n"
                               "                acc_add(a, KF_LOAD(base + j), j);\n"
