@@ -8,7 +8,6 @@ as one reduction or softmax step; the candidate is built by the harness and call
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_gemm_split_gpu import _load  # a module from its file
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve() / "agent-probes" / "expert_probe"
@@ -72,13 +72,6 @@ def _inputs(torch, name: str):
     x[3, :, 68] = float("-inf")
     x[4, 20, 1] = float("-inf")
     return x
-
-
-def _load(path: Path, module: str):
-    spec = importlib.util.spec_from_file_location(module, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.mark.parametrize("name", list(BODIES))

@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "expert.h"
 #include "expert_ops.h"
+#include "expert_plan.h"
 
 /* Leaf k's members (decl) or its aggregate initialisers. */
 static void leaf_fields(struct kf_buf *b, const struct kfx_call *c, bool decl) {
@@ -65,14 +66,10 @@ static void epi_src(struct kf_buf *b, const struct kfx_call *c) {
                   "namespace {\n\n// ---- the pass fused into the convolution (expert_conv_epi.c) "
                   "----\n");
     kfw_ew_elem(b, c->epi_body, c->epi_leaves, "__device__ __forceinline__");
-    if (bcast) /* 32-bit divisions where every operand fits */
-        kf_buf_printf(b,
-                      "\n__device__ __forceinline__ int64_t kf_bix(int64_t j, int64_t q, int64_t "
-                      "m) {\n"
-                      "    if (((j | q | m) >> 31) == 0)\n"
-                      "        return (int64_t)((uint32_t)j / (uint32_t)q %% (uint32_t)m);\n"
-                      "    return j / q %% m;\n}\n");
-    kf_buf_printf(b, "\n// The pass's value at output index j, the convolution's value there a.\n"
+    kf_buf_printf(b, "\n");
+    if (bcast)
+        kfx_src_bix(b);
+    kf_buf_printf(b, "// The pass's value at output index j, the convolution's value there a.\n"
                      "struct KfEpi {\n");
     leaf_fields(b, c, true);
     kf_buf_printf(b, "    int64_t total; // the output's elements\n"

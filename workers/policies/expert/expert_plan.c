@@ -486,7 +486,7 @@ int kfx_materialise(struct kfx_plan *p, int v, char *detail, size_t dlen) {
         const int rc = kfx_fuse_conv_emit(p, conv, v, c->leaf, c->n_leaves, kind, b.data);
         free(c);
         if (rc != 0)
-            snprintf(detail, dlen, "a convolution's epilogue: names too long");
+            snprintf(detail, dlen, "a convolution's epilogue: its launch or its leaves' names");
         return rc;
     }
     char names[1024];
@@ -564,12 +564,12 @@ int kfx_prologue(struct kfx_plan *p, int v, struct kfx_step *st, char *leaves, s
          * dimensions (at least one of the first: the geometry's) */
         int full[KFX_MAX_LEAVES], scal[KFX_MAX_LEAVES], bc[KFX_MAX_LEAVES], nf = 0, ns = 0, nb = 0;
         for (int i = 0; fuse && i < c->n_leaves; i++) {
-            const struct kfx_val *l = &p->val[c->leaf[i]];
-            if (kfx_same_shape(l, x))
+            const int kind = kfx_leaf_kind(p, c->leaf[i], v); /* scal: element 0 for every index */
+            if (kind == 0)
                 full[nf++] = c->leaf[i];
-            else if (one_value(l) && l->ndim <= x->ndim && !l->offset && !one_value(x))
-                scal[ns++] = c->leaf[i]; /* a 0-d or [1, 1] tensor: element 0 for every index */
-            else if (run_broadcast(l, x))
+            else if (kind == 1)
+                scal[ns++] = c->leaf[i];
+            else if (kind == 2)
                 bc[nb++] = c->leaf[i];
             else
                 fuse = false;

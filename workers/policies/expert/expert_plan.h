@@ -318,6 +318,9 @@ char *kfx_rows_src(const struct kfx_step *st, const char *backend, int v);
  * KF_LOAD(idx) macro of st's prologue (cuda: also KF_LOAD4 and KF_ALIGNED). */
 void kfx_rows_put(struct kf_buf *b, const char *tmpl, const struct kfx_step *st, int threads);
 void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda);
+/* expert_rows.c: kf_bix(j, q, m), element j's index (j / q) % m in a leaf that broadcasts along
+ * one run of dims, in 32 bits where the operands fit (host and device code). */
+void kfx_src_bix(struct kf_buf *b);
 /* expert_rows_cpu.c: the exported cpu kernel of reduction or softmax step st (op: its operator,
  * "softmax" for both softmaxes but log_softmax), after kf_elem, KF_LOAD, Acc, OutT and SCHED;
  * kfx_rows_cpu_exp: whether op's kernel calls kf_expf. */

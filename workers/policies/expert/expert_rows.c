@@ -658,6 +658,16 @@ static const char MOMENTS_MACRO[] =
     "    }\n"
     "\n";
 
+void kfx_src_bix(struct kf_buf *b) {
+    /* 32-bit divisions where every operand fits (a fraction of 64-bit ones' cost); for device
+     * code whenever nvcc compiles it (a scan's kernels take no kf_load4: cuda is false) */
+    kf_buf_printf(b, "#ifdef __CUDACC__\n__device__ __forceinline__\n#else\ninline\n#endif\n"
+                     "int64_t kf_bix(int64_t j, int64_t q, int64_t m) {\n"
+                     "    if (((j | q | m) >> 31) == 0)\n"
+                     "        return (int64_t)((uint32_t)j / (uint32_t)q %% (uint32_t)m);\n"
+                     "    return j / q %% m;\n}\n\n");
+}
+
 /* KF_LOAD(idx): the step's value at flat index idx; with four lanes (kf_load4), KF_LOAD4(i4) at
  * idx 4 * i4 .. 4 * i4 + 3, for where KF_ALIGNED (every input 16-byte aligned) holds */
 void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
@@ -667,14 +677,8 @@ void kfx_rows_load(struct kf_buf *b, const struct kfx_step *st, bool cuda) {
     bool any = false;
     for (int k = 0; k < n; k++)
         any = any || bc[k];
-    /* 32-bit divisions where every operand fits (a fraction of 64-bit ones' cost); for device
-     * code whenever nvcc compiles it (a scan's kernels take no kf_load4: cuda is false) */
     if (any)
-        kf_buf_printf(b, "#ifdef __CUDACC__\n__device__ __forceinline__\n#else\ninline\n#endif\n"
-                         "int64_t kf_bix(int64_t j, int64_t q, int64_t m) {\n"
-                         "    if (((j | q | m) >> 31) == 0)\n"
-                         "        return (int64_t)((uint32_t)j / (uint32_t)q %% (uint32_t)m);\n"
-                         "    return j / q %% m;\n}\n\n");
+        kfx_src_bix(b);
     kf_buf_printf(b, "#define KF_LOAD(idx) kf_elem(");
     for (int k = 0; k < n; k++)
         kf_buf_printf(b,
