@@ -74,16 +74,13 @@ def _inputs(torch, name: str):
     return x
 
 
-@pytest.mark.parametrize("name", list(BODIES))
-def test_cpu_reductions_answer_edges_as_pytorch(tmp_path: Path, name: str, monkeypatch) -> None:
-    import torch
-
+def plan_and_build(task: Path, tmp_path: Path, monkeypatch) -> tuple[dict, Path]:
+    """The expert's cpu plan of task (variant 0) in tmp_path/cand, its kernels built by the
+    harness and named in KFORGE_KERNEL_LIB for the candidate's model_new.py to load."""
     sys.path.insert(0, str(HARNESS))
     from kforge_harness.build import build_native
     from kforge_harness.candidate import detect
 
-    task = tmp_path / f"{name}.py"
-    task.write_text(TASK.format(body=BODIES[name]))
     env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu")
     p = subprocess.run([sys.executable, "-m", "kforge_harness", "inspect", "--task", str(task), "--backend", "cpu"],
                        cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -95,10 +92,20 @@ def test_cpu_reductions_answer_edges_as_pytorch(tmp_path: Path, name: str, monke
     assert p.returncode == 0, p.stderr
     plan = json.loads(p.stdout)
     assert plan["ok"], plan["detail"]
-    want = "softmax" if "softmax" in name else "reduce"
-    assert [s["kind"] for s in plan["steps"]] == [want], plan["steps"]
     monkeypatch.setenv("KFORGE_KERNEL_LIB", build_native(detect(str(cand), "cpu"), "cpu").lib)
     monkeypatch.setenv("KFORGE_BACKEND", "cpu")
+    return plan, cand
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+def test_cpu_reductions_answer_edges_as_pytorch(tmp_path: Path, name: str, monkeypatch) -> None:
+    import torch
+
+    task = tmp_path / f"{name}.py"
+    task.write_text(TASK.format(body=BODIES[name]))
+    plan, cand = plan_and_build(task, tmp_path, monkeypatch)
+    want = "softmax" if "softmax" in name else "reduce"
+    assert [s["kind"] for s in plan["steps"]] == [want], plan["steps"]
     ref = _load(task, f"rows_task_{name}").Model()
     model = _load(cand / "model_new.py", f"rows_cand_{name}").ModelNew()
     x = _inputs(torch, name)

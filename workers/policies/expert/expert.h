@@ -61,14 +61,20 @@ void kfw_ew_params(struct kf_buf *b, int n_inputs, const char *restrict_kw);
  * __device__: a cpu kernel's, with kfw_cpu_math's functions). */
 void kfw_ew_elem(struct kf_buf *b, const char *body, int n_inputs, const char *qual);
 
-/* expert_cpu_math.c: for a cpu kernel's body that calls erff, expf or tanhf, the definitions of
- * kf_expf, kf_erff and kf_tanhf (vectorisable) into b, and the body with those calls renamed
+/* expert_cpu_math.c: for a cpu kernel's body that calls erff, expf, tanhf, fmaxf or fminf, the
+ * definitions of kf_expf, kf_erff, kf_tanhf, kf_fmaxf and kf_fminf (vectorisable) into b, and
+ * the body with those calls renamed
  * (owned by the caller); NULL, b untouched, when the body calls none of them. */
 char *kfw_cpu_math(struct kf_buf *b, const char *body);
-/* Whether body calls any of them (kfw_cpu_math then defines the three); and the definitions
+/* Whether body calls any of them (kfw_cpu_math then defines all five); and the definitions
  * alone, into b, for a kernel that calls kf_expf itself. */
 bool kfw_cpu_math_used(const char *body);
 void kfw_cpu_math_defs(struct kf_buf *b);
+/* Their pragma alone (no floating-point traps), into b, for a kernel whose functions before
+ * the definitions are inlined into one after them: g++ inlines across a change of optimize
+ * options poorly (the cpu fused layer_norm_gelu took 4.9 ms with the pragma halfway through
+ * its source, 2.3 with it first). */
+void kfw_cpu_math_pragma(struct kf_buf *b);
 
 /* A pass along one row of the output with float4 loads and stores, as kf_rows4 (expert_bcast.c)
  * and the fused norm (expert_norm_fused.c) write it. In the generated code, input k has a row
@@ -107,5 +113,16 @@ void kfw_row4_check(struct kf_buf *b, const struct kfw_row4 *r, const char *var,
  * fn(in0.., out, n, d1, d2, d3, s00, s01, s02, s03, s10, ...) with the output's last three dims
  * and each input's strides in the output's index space (0 where it broadcasts). */
 char *kfw_bcast_kernel(const char *backend, const char *fn, const char *body, int n_inputs, int v);
+
+/* expert_bcast.c, the cpu row loop where some input does not run along its row (a norm's mean
+ * and 1/std, one value per row): the row d3 in chunks of KF_CH columns, each input pK read with
+ * stride sK3 first copied to a chunk buffer on the stack unless that stride is 1 (one value
+ * repeated where it is 0), so that the chunk's loop `o[c0 + j] = ELEM(...)` reads every input
+ * contiguously and vectorises (g++ gathered every element of a strided loop: layer_norm over
+ * 32 x 112 x 2048 took 11.5 ms on this machine's CPU, 4.2 ms with the chunks). value:
+ * NULL, or per input an expression of one value (read in place of pK, no buffer) or NULL.
+ * kfw_cpu_chunk_defs: KF_CH and kf_chunk, which the loop calls. */
+void kfw_cpu_chunks(struct kf_buf *b, int n, const char *elem, const char *const *value);
+void kfw_cpu_chunk_defs(struct kf_buf *b);
 
 #endif

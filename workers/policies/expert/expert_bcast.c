@@ -42,19 +42,69 @@ static void along_test(struct kf_buf *b, int n) {
         kf_buf_printf(b, "%ss%d3 == 1", k ? " && " : "", k);
 }
 
-/* elem_call over each input's row pointer pK: pK[i3] where along (every input's sK3 == 1),
- * pK[i3 * sK3] otherwise */
-static void row_elem_call(struct kf_buf *b, int n, bool along) {
+/* elem_call over each input's row pointer pK, every input running along the row: pK[i3] */
+static void row_elem_call(struct kf_buf *b, int n) {
     kf_buf_printf(b, "kf_elem(");
     for (int k = 0; k < n; k++)
-        kf_buf_printf(b, along ? "%sp%d[i3]" : "%sp%d[i3 * s%d3]", k ? ", " : "", k, k);
+        kf_buf_printf(b, "%sp%d[i3]", k ? ", " : "", k);
     kf_buf_printf(b, ")");
 }
 
-/* Variant 0 walks rows (OpenMP over rows, simd along the last dimension), splitting a row's
- * index once per row; where every input runs along the row its loads are contiguous and the
- * loop vectorises (this machine's CPU: scale_bias_relu's 2048 x 2048 pass 16.3 ms with one
- * division chain per element, bench/host_gap.py). Variant 1 is the flat loop. */
+static void fold_dims(struct kf_buf *b, int n);
+
+/* the cpu chunked row loop (expert.h) */
+void kfw_cpu_chunks(struct kf_buf *b, int n, const char *elem, const char *const *value) {
+    kf_buf_printf(b, "            for (int64_t c0 = 0; c0 < d3; c0 += KF_CH) {\n"
+                     "                const int64_t w = d3 - c0 < KF_CH ? d3 - c0 : KF_CH;\n");
+    for (int k = 0; k < n; k++)
+        if (value == NULL || value[k] == NULL)
+            kf_buf_printf(b,
+                          "                float b%d[KF_CH];\n"
+                          "                const float *__restrict__ q%d = kf_chunk(p%d, s%d3, c0, "
+                          "w, b%d);\n",
+                          k, k, k, k, k);
+    kf_buf_printf(b,
+                  "#pragma omp simd\n"
+                  "                for (int64_t j = 0; j < w; ++j)\n"
+                  "                    o[c0 + j] = %s(",
+                  elem);
+    for (int k = 0; k < n; k++)
+        if (value != NULL && value[k] != NULL)
+            kf_buf_printf(b, "%s%s", k ? ", " : "", value[k]);
+        else
+            kf_buf_printf(b, "%sq%d[j]", k ? ", " : "", k);
+    kf_buf_printf(b, ");\n            }\n");
+}
+
+static const char CPU_CHUNK[] =
+    "constexpr int64_t KF_CH = 512;\n\n"
+    "// columns c0 .. c0 + w of a row read with stride s: in place when s is 1, else copied to "
+    "buf\n"
+    "inline const float *kf_chunk(const float *p, int64_t s, int64_t c0, int64_t w, float *buf) {\n"
+    "    if (s == 1)\n"
+    "        return p + c0;\n"
+    "    if (s == 0) {\n"
+    "        const float v = p[0];\n"
+    "#pragma omp simd\n"
+    "        for (int64_t j = 0; j < w; ++j)\n"
+    "            buf[j] = v;\n"
+    "    } else {\n"
+    "        for (int64_t j = 0; j < w; ++j)\n"
+    "            buf[j] = p[(c0 + j) * s];\n"
+    "    }\n"
+    "    return buf;\n"
+    "}\n";
+
+void kfw_cpu_chunk_defs(struct kf_buf *b) {
+    kf_buf_printf(b, "%s", CPU_CHUNK);
+}
+
+/* Variant 0 walks rows (OpenMP over rows, simd along the last dimension) after fold_dims has
+ * merged the dimensions that every input walks as one (a per-channel scale over NCHW: rows of
+ * H*W), splitting a row's index once per row; where every input runs along the row its loads
+ * are contiguous and the loop vectorises (this machine's CPU: scale_bias_relu's 2048 x 2048 pass
+ * 16.3 ms with one division chain per element, bench/host_gap.py), and otherwise the row goes
+ * in chunks (kfw_cpu_chunks). Variant 1 is the flat loop. */
 static char *cpu(const char *fn, const char *body, int n, int v) {
     if (v > 1)
         return NULL;
@@ -64,6 +114,8 @@ static char *cpu(const char *fn, const char *body, int n, int v) {
                   "#include <cstdint>\n\n",
                   v, v == 1 ? "one flat OpenMP loop" : "OpenMP over rows, simd along the last dim");
     kfw_ew_elem(&b, body, n, "static inline");
+    if (v == 0)
+        kfw_cpu_chunk_defs(&b);
     kf_buf_printf(&b, "\nextern \"C\" int %s(", fn);
     kfw_ew_params(&b, n, "__restrict__");
     dims_params(&b, n);
@@ -77,6 +129,7 @@ static char *cpu(const char *fn, const char *body, int n, int v) {
         elem_call(&b, n);
         kf_buf_printf(&b, ";\n    }\n");
     } else {
+        fold_dims(&b, n);
         kf_buf_printf(&b, "    const bool along = ");
         along_test(&b, n);
         kf_buf_printf(
@@ -93,12 +146,10 @@ static char *cpu(const char *fn, const char *body, int n, int v) {
                           "        if (along) {\n#pragma omp simd\n"
                           "            for (int64_t i3 = 0; i3 < d3; ++i3)\n"
                           "                o[i3] = ");
-        row_elem_call(&b, n, true);
-        kf_buf_printf(&b, ";\n        } else {\n#pragma omp simd\n"
-                          "            for (int64_t i3 = 0; i3 < d3; ++i3)\n"
-                          "                o[i3] = ");
-        row_elem_call(&b, n, false);
-        kf_buf_printf(&b, ";\n        }\n    }\n");
+        row_elem_call(&b, n);
+        kf_buf_printf(&b, ";\n        } else {\n");
+        kfw_cpu_chunks(&b, n, "kf_elem", NULL);
+        kf_buf_printf(&b, "        }\n    }\n");
     }
     kf_buf_printf(&b, "    return 0;\n}\n");
     return b.data;

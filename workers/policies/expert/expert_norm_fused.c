@@ -85,6 +85,25 @@ static const char GROUP[] =
     "        for (int64_t r = g * per; r < (g + 1) * per; ++r) {\n"
     "            const int64_t i2 = r % d2, i1 = (r / d2) % d1, i0 = r / d2 / d1;\n";
 
+void kfx_norm_fused_open(struct kf_buf *b, const struct kfx_step *st, int mode) {
+    /* the statistics kernel's signature followed by the pass's (the launch line's order): a
+     * norm's (inputs, mean, rstd, A, G, B, rep, eps) or a reduction's (inputs, its output,
+     * outer, red, inner) */
+    if (mode == 0) {
+        kf_buf_printf(b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, "
+                         "int64_t G, int64_t B,\n    int64_t rep, float eps, ");
+        pass_list(b, st, true);
+        kf_buf_printf(b, ") {\n");
+    } else {
+        kf_buf_printf(b, "extern \"C\" int @FN@(@IN@float *red_out, int64_t G, int64_t B, "
+                         "int64_t inner,\n    ");
+        pass_list(b, st, true);
+        kf_buf_printf(b, ") {\n    float *mean = red_out, *rstd = nullptr;\n"
+                         "    const int64_t A = 1, rep = inner;\n    const float eps = 0.0f;\n"
+                         "    (void)eps;\n");
+    }
+}
+
 /* The kernel for a group that is one row of B = 4 * B4 elements, at most K * blockDim.x float4:
  * the block loads the row once into registers (xrJ, four elements per float4: the raw inputs
  * when the pass reads all of them, else the statistics' prologue of them), sums it, takes a
@@ -292,21 +311,7 @@ char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg) {
     }
     kf_buf_printf(&b, ");\n            }\n        }\n        __syncthreads();\n    }\n}\n\n"
                       "} // namespace\n\n");
-    /* the statistics kernel's signature followed by the pass's (the launch line's order): a
-     * norm's (inputs, mean, rstd, A, G, B, rep, eps) or a reduction's (inputs, its output,
-     * outer, red, inner) */
-    if (mode == 0) {
-        kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *mean, float *rstd, int64_t A, "
-                          "int64_t G, int64_t B,\n    int64_t rep, float eps, ");
-        pass_list(&b, st, true);
-        kf_buf_printf(&b, ") {\n");
-    } else {
-        kf_buf_printf(&b, "extern \"C\" int @FN@(@IN@float *red_out, int64_t G, int64_t B, "
-                          "int64_t inner,\n    ");
-        pass_list(&b, st, true);
-        kf_buf_printf(&b, ") {\n    float *mean = red_out, *rstd = nullptr;\n"
-                          "    const int64_t A = 1, rep = inner;\n    const float eps = 0.0f;\n");
-    }
+    kfx_norm_fused_open(&b, st, mode);
     kf_buf_printf(
         &b, "    if (G <= 0)\n        return G < 0;\n"
             "    // the plan's contract: contiguous groups of whole rows covering the output\n"

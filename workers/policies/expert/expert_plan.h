@@ -487,6 +487,17 @@ char *kfx_scan_src(const struct kfx_step *st, const char *backend, int v);
  * when memory ran out. */
 char *kfx_norm_fused_tmpl(const struct kfx_step *st, int reg);
 
+/* expert_norm_fused.c: the fused kernel's extern "C" signature and opening brace, into b: the
+ * statistics' parameters (mode 0, a norm's: inputs, mean, rstd, A, G, B, rep, eps; else a
+ * reduction's: inputs, its output, outer, red, inner, with mean, rstd, A, rep and eps then
+ * defined from them) followed by the pass's (its leaves e0.., out, n, d1, d2, d3, s00..). */
+void kfx_norm_fused_open(struct kf_buf *b, const struct kfx_step *st, int mode);
+
+/* expert_norm_fused_cpu.c: kfx_norm_fused_tmpl's cpu counterpart, the same signature and
+ * placeholders, following expert_rows.c's cpu kf_elem, KF_LOAD, kf_second and SCHED (inside
+ * its anonymous namespace, which it closes). Owned; NULL when memory ran out. */
+char *kfx_norm_fused_cpu(const struct kfx_step *st);
+
 /* expert_plan_fuse.c: when the last step is a fusable MOMENTS or REDUCE step whose statistics
  * the lazy
  * val v (body: its elementwise body over leaves leaf[0..n), named in names) reads, at the

@@ -1,13 +1,14 @@
-/* expert_plan_fuse.c: the planner's fusions across steps, on cuda.
+/* expert_plan_fuse.c: the planner's fusions across steps.
  * - A layer norm's statistics kernel (or a sum or mean over the last dimension, as an RMS
  *   norm's) and the elementwise pass that reads them (normalise, affine, and whatever
- *   activation or residual follows) become one kernel, one block per group, so the input is
- *   read from memory once for both (the second read of a group hits the cache). The statistics
- *   are still written to their tensors, so later uses of them read the same values.
- * - A convolution and the elementwise pass that reads its output (its bias, an activation, a
- *   scale, a residual) become one step: the convolution's kernels apply the pass as they store
- *   (expert_conv_epi.c), so the output is written once and never read back. Only where nothing
- *   planned later reads the convolution's raw output, which the step no longer writes. */
+ *   activation or residual follows) become one kernel, one block per group on cuda and one
+ *   thread per group on the cpu, so the input is read from memory once for both (the second
+ *   read of a group hits the cache). The statistics are still written to their tensors, so
+ *   later uses of them read the same values.
+ * - On cuda, a convolution and the elementwise pass that reads its output (its bias, an
+ *   activation, a scale, a residual) become one step: the convolution's kernels apply the pass as
+ * they store (expert_conv_epi.c), so the output is written once and never read back. Only where
+ * nothing planned later reads the convolution's raw output, which the step no longer writes. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 
 bool kfx_fuse_norm(struct kfx_plan *p, int v, const int *leaf, int n, char *body,
                    const char *names) {
-    if (p->n_steps == 0 || strcmp(p->backend, "cuda") != 0 || n > KFX_MAX_LEAVES)
+    if (p->n_steps == 0 || n > KFX_MAX_LEAVES)
         return false;
     struct kfx_step *st = &p->step[p->n_steps - 1];
     struct kfx_val *x = &p->val[v];

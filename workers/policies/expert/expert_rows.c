@@ -897,20 +897,30 @@ static char *cpu_src(const struct kfx_step *st, int v) {
                   st->op, v, v == 0 ? "static" : "dynamic");
     bool sm = st->kind == KFX_SOFTMAX;
     const char *op = sm && strcmp(st->op, "log_softmax") != 0 ? "softmax" : st->op;
+    /* statistics with the pass that reads them (expert_plan_fuse.c): expert_norm_fused_cpu.c */
+    bool fused = st->ew_body != NULL && (st->kind == KFX_MOMENTS || st->kind == KFX_REDUCE);
     /* the two-pass rows' exp (expert_cpu_math.c), first (its pragma covers what follows),
      * unless the prologue brings it */
-    if (st->kind != KFX_MOMENTS && kfx_rows_cpu_exp(op) && !kfw_cpu_math_used(st->body))
+    if (st->kind != KFX_MOMENTS && !fused && kfx_rows_cpu_exp(op) && !kfw_cpu_math_used(st->body))
         kfw_cpu_math_defs(&b);
+    else if (fused && kfw_cpu_math_used(st->ew_body) && !kfw_cpu_math_used(st->body))
+        kfw_cpu_math_pragma(&b); /* the pass's math comes after the prologue's kf_elem */
     kfw_ew_elem(&b, st->body, st->n_leaves, "inline");
     kfx_rows_load(&b, st, false);
-    if (st->kind != KFX_MOMENTS)
+    if (st->kind != KFX_MOMENTS && !fused)
         acc_code(&b, sm ? "softmax" : st->op, "inline");
     else
         second_code(&b, st, false);
-    kf_buf_printf(&b, "using OutT = %s;\n#define SCHED %s\n",
-                  strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float",
-                  v == 0 ? "static" : "dynamic, 8");
-    kf_buf_printf(&b, "\n} // namespace\n\n");
+    kf_buf_printf(&b, "#define SCHED %s\n", v == 0 ? "static" : "dynamic, 8");
+    if (fused) {
+        char *tmpl = kfx_norm_fused_cpu(st);
+        if (tmpl != NULL)
+            kfx_rows_put(&b, tmpl, st, 0);
+        free(tmpl);
+        return b.data;
+    }
+    kf_buf_printf(&b, "using OutT = %s;\n\n} // namespace\n\n",
+                  strncmp(st->op, "arg", 3) == 0 ? "int64_t" : "float");
     if (st->kind == KFX_MOMENTS)
         kfx_rows_put(&b, CPU_MOMENTS, st, 0);
     else
