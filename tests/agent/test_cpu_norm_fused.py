@@ -5,10 +5,10 @@ over the group's rows, reading the statistics as two scalars and every other inp
 or, where one does not run along it, through a chunk buffer. Each case plans as the steps named
 and matches PyTorch: rows longer than a chunk (1100 = 512 + 512 + 76), a per-row scale that is
 not a statistic (one value repeated in a chunk), a GELU after the norm (the vectorisable math's
-pragma ahead of the prologue), the plain mean and sum of a row as the statistic, fmax and fmin
-over NaNs; unfused, a
-GroupNorm's per-channel affine over rows of its groups and an input read across its rows (a
-transposed view: gathered into the chunk)."""
+pragma ahead of the prologue), the plain mean and sum of a row as the statistic, a GroupNorm's
+(statistics per group of channels, its per-channel affine in chunks) and an InstanceNorm's, fmax
+and fmin over NaNs; unfused, a BatchNorm's pass over the strided channels (its statistics in
+chunks) and an input read across its rows (a transposed view: gathered into the chunk)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,22 @@ CASES = {
         "            self.gn.weight.copy_(torch.randn(16, generator=g))\n"
         "            self.gn.bias.copy_(torch.randn(16, generator=g))",
         "torch.relu(self.gn(x))",
+        "3, 16, 9, 10",
+        ["moments"],
+    ),
+    # a group of 4 channels of 50: the statistics written for each of its channels, one row a group
+    "group_norm_1d": (
+        "self.w = nn.Parameter(torch.randn(12, generator=g))",
+        "F.group_norm(x, 3, self.w, None, 1e-3) * 2.0",
+        "5, 12, 50",
+        ["moments"],
+    ),
+    "instance_norm": ("self.inorm = nn.InstanceNorm2d(6)", "self.inorm(x) - x", "2, 6, 7, 9", ["moments"]),
+    "batch_norm_channels": (
+        "self.bn = nn.BatchNorm2d(16)\n"
+        "        with torch.no_grad():\n"
+        "            self.bn.weight.copy_(torch.randn(16, generator=g))",
+        "torch.relu(self.bn(x))",
         "3, 16, 9, 10",
         ["moments", "ew"],
     ),

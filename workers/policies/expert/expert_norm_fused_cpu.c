@@ -2,11 +2,12 @@
  * pass that reads them (planned by expert_plan_fuse.c; the cuda kernel: expert_norm_fused.c).
  * OpenMP over the groups g (the B contiguous elements normalised together): a thread sums the
  * group's x and x*x in double precision as expert_rows.c's cpu statistics kernel does, writes
- * mean[g] and rstd[g], then writes the pass over the group's rows of the output (B / d3 rows of
- * the last dimension) while the group is still in its cache. The statistics enter the pass as
- * two scalars, so what the pass computes from them alone (an RMS norm's 1/sqrt(mean + eps)) is
- * hoisted out of the row's loop; every other input is read through its broadcast strides, along
- * the row where each runs along it, in chunks (kfw_cpu_chunks) otherwise. */
+ * mean and rstd (rep times for a group norm, whose statistics are per channel), then writes the
+ * pass over the group's rows of the output (B / d3 rows of the last dimension) while the group is
+ * still in its cache. The statistics enter the pass as two scalars, so what the pass computes from
+ * them alone (an RMS norm's 1/sqrt(mean + eps)) is hoisted out of the row's loop; every other input
+ * is read through its broadcast strides, along the row where each runs along it, in chunks
+ * (kfw_cpu_chunks) otherwise. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +21,10 @@ static const char GROUP[] =
     "    if (G <= 0)\n"
     "        return G < 0;\n"
     "    // the plan's contract: contiguous groups of whole rows covering the output\n"
-    "    if (A != 1 || rep != 1 || d3 <= 0 || B % d3 != 0 || G * B != n)\n"
+    "    if (A != 1 || rep < 1 || (STAT_MODE != 0 && rep != 1) || d3 <= 0 || B % d3 != 0 ||\n"
+    "        G * B != n)\n"
     "        return 2;\n"
     "    const int64_t per = B / d3;\n"
-    "    (void)rstd;\n"
     "#pragma omp parallel for schedule(SCHED)\n"
     "    for (int64_t g = 0; g < G; ++g) {\n"
     "        double sx = 0.0, sy = 0.0;\n"
@@ -38,8 +39,13 @@ static const char GROUP[] =
     "        if (STAT_MODE == 0) {\n"
     "            double var = B > 0 ? sy / (double)B - m * m : 0.0;\n"
     "            var = var > 0.0 ? var : 0.0;\n"
-    "            mu = mean[g] = (float)m;\n"
-    "            rs = rstd[g] = kf_second(var, (double)B, eps);\n"
+    "            mu = (float)m;\n"
+    "            rs = kf_second(var, (double)B, eps);\n"
+    "            // a group norm's statistics per channel: rep channels share the group's\n"
+    "            for (int64_t k = 0; k < rep; ++k) {\n"
+    "                mean[g * rep + k] = mu;\n"
+    "                rstd[g * rep + k] = rs;\n"
+    "            }\n"
     "        } else {\n"
     "            mu = mean[g] = (float)(STAT_MODE == 2 ? sx : m);\n"
     "        }\n"

@@ -601,10 +601,18 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
     } else {
         kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), %s)", mp, mp, mp, p->like);
         kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
+        /* contiguous groups too, the statistics per channel (rep channels a group): on the cpu
+         * the pass may fuse; the cuda fused kernel takes one statistic a group (rep 1) */
+        st->fusable = strcmp(p->backend, "cpu") == 0;
+        st->stat_in = in;
+        st->stat_m = *m;
+        st->stat_r = *r;
+        st->launch_at = p->fwd->len;
         kfx_line(p,
                  "self.k.%s(%s%s, %s, 1, %s_s[0] * %lld, %s_s[1] // %lld * math.prod(%s_s[2:]), "
                  "%s_s[1] // %lld, %s)",
                  st->fn, leaves, mp, rp, mp, groups, mp, groups, mp, mp, groups, e);
+        st->launch_len = p->fwd->len - st->launch_at;
     }
     return 0;
 }
