@@ -73,7 +73,7 @@ CASES = {
         "3, 16, 9, 10",
         ["moments"],
     ),
-    # a group of 4 channels of 50: the statistics written for each of its channels, one row a group
+    # a group of 4 channels of 50 (rep 4): the group's two scalars read across its 4 rows
     "group_norm_1d": (
         "self.w = nn.Parameter(torch.randn(12, generator=g))",
         "F.group_norm(x, 3, self.w, None, 1e-3) * 2.0",

@@ -578,17 +578,19 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
     snprintf(p->val[*m].py, sizeof(p->val[*m].py), "%s", mp);
     snprintf(p->val[*r].py, sizeof(p->val[*r].py), "%s", rp);
     p->val[*m].kind = p->val[*r].kind = KFX_TENSOR;
+    /* a layer norm's and a group norm's groups are contiguous: the elementwise pass that reads the
+     * statistics may fuse (expert_plan_fuse.c). A group norm's statistics are per channel, rep
+     * channels a group: on the cpu only, where the fused kernel writes each rep times */
+    st->fusable = kind == LAYER || (kind == GROUP && strcmp(p->backend, "cpu") == 0);
+    st->stat_in = in;
+    st->stat_m = *m;
+    st->stat_r = *r;
     kfx_line(p, "%s_s = list(%s.shape)", mp, lead);
     if (kind == LAYER) {
         kfx_line(p, "%s_b = math.prod(%s_s[len(%s_s) - %d :])", mp, mp, mp, L);
         kfx_line(p, "%s = _alloc(%s_s[: len(%s_s) - %d] + [1] * %d, %s)", mp, mp, mp, L, L,
                  p->like);
         kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
-        /* contiguous groups: the elementwise pass that reads them may fuse (expert_plan_fuse.c) */
-        st->fusable = 1;
-        st->stat_in = in;
-        st->stat_m = *m;
-        st->stat_r = *r;
         st->launch_at = p->fwd->len;
         kfx_line(p, "self.k.%s(%s%s, %s, 1, %s.numel(), %s_b, 1, %s)", st->fn, leaves, mp, rp, mp,
                  mp, e);
@@ -601,12 +603,6 @@ static int moments(struct kfx_plan *p, int in, enum norm kind, int L, long long 
     } else {
         kfx_line(p, "%s = _alloc(%s_s[:2] + [1] * (len(%s_s) - 2), %s)", mp, mp, mp, p->like);
         kfx_line(p, "%s = _alloc(%s.shape, %s)", rp, mp, p->like);
-        /* contiguous groups too, the statistics per channel (rep channels a group): on the cpu
-         * the pass may fuse; the cuda fused kernel takes one statistic a group (rep 1) */
-        st->fusable = strcmp(p->backend, "cpu") == 0;
-        st->stat_in = in;
-        st->stat_m = *m;
-        st->stat_r = *r;
         st->launch_at = p->fwd->len;
         kfx_line(p,
                  "self.k.%s(%s%s, %s, 1, %s_s[0] * %lld, %s_s[1] // %lld * math.prod(%s_s[2:]), "
