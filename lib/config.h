@@ -11,27 +11,35 @@ enum kf_cfg_type { KF_CFG_STR, KF_CFG_INT, KF_CFG_BOOL, KF_CFG_DOUBLE };
 
 /* The settings. Strings point into storage owned by the struct (kf_config_free frees it). */
 struct kf_config {
-    char *database_url;      /* KFORGE_DATABASE_URL, libpq conninfo or URI */
-    char *redis_url;         /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
-    char *listen_host;       /* KFORGE_LISTEN_HOST (server) */
-    long port;               /* KFORGE_PORT; 0 picks a free port (printed at start) */
-    long threads;            /* KFORGE_THREADS: server worker threads */
-    long db_pool;            /* KFORGE_DB_POOL: server database connections */
-    long max_body_bytes;     /* KFORGE_MAX_BODY_BYTES */
-    long max_files;          /* KFORGE_MAX_FILES: files per candidate */
-    long max_file_bytes;     /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
-    long max_source_bytes;   /* KFORGE_MAX_SOURCE_BYTES: a task's source */
-    long rate_limit;         /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
-    bool public_reads;       /* KFORGE_PUBLIC_READS: GETs without a key */
-    long wait_max_s;         /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
-    long max_streams;        /* KFORGE_MAX_STREAMS: open server-sent event streams */
-    char *web_dir;           /* KFORGE_WEB_DIR: static files served under / */
-    char *default_backend;   /* KFORGE_DEFAULT_BACKEND: cuda or cpu (tasks' check jobs) */
-    char *gpu_class;         /* KFORGE_GPU_CLASS: the class a cuda worker serves, e.g. h200 */
-    long gpu;                /* KFORGE_GPU: the worker's GPU index; -1 = cpu backend */
-    char *worker_name;       /* KFORGE_WORKER_NAME: consumer name (default host:pid) */
-    long lease_s;            /* KFORGE_LEASE_S: a claim's lease */
-    long heartbeat_s;        /* KFORGE_HEARTBEAT_S */
+    char *database_url;          /* KFORGE_DATABASE_URL, libpq conninfo or URI */
+    char *redis_url;             /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
+    char *listen_host;           /* KFORGE_LISTEN_HOST (server) */
+    long port;                   /* KFORGE_PORT; 0 picks a free port (printed at start) */
+    long threads;                /* KFORGE_THREADS: server worker threads */
+    long db_pool;                /* KFORGE_DB_POOL: server database connections */
+    long max_body_bytes;         /* KFORGE_MAX_BODY_BYTES */
+    long max_files;              /* KFORGE_MAX_FILES: files per candidate */
+    long max_file_bytes;         /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
+    long max_source_bytes;       /* KFORGE_MAX_SOURCE_BYTES: a task's source */
+    long rate_limit;             /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
+    bool public_reads;           /* KFORGE_PUBLIC_READS: GETs without a key */
+    long wait_max_s;             /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
+    long max_streams;            /* KFORGE_MAX_STREAMS: open server-sent event streams */
+    long max_streams_per_key;    /* KFORGE_MAX_STREAMS_PER_KEY: open streams of one key */
+    long max_streams_anonymous;  /* KFORGE_MAX_STREAMS_ANONYMOUS: of all keyless clients */
+    long max_connections;        /* KFORGE_MAX_CONNECTIONS: client connections in all */
+    long per_client_connections; /* KFORGE_PER_CLIENT_CONNECTIONS: per address; 0 = none */
+    long header_timeout_s;       /* KFORGE_HEADER_TIMEOUT_S: until a request's headers end */
+    long max_header_bytes;       /* KFORGE_MAX_HEADER_BYTES: request line + headers */
+    char *ready_classes;         /* KFORGE_READY_CLASSES: classes /readyz needs ("a,b") */
+    long class_forget_s;         /* KFORGE_CLASS_FORGET_S: a registered class's lifetime */
+    char *web_dir;               /* KFORGE_WEB_DIR: static files served under / */
+    char *default_backend;       /* KFORGE_DEFAULT_BACKEND: cuda or cpu (tasks' check jobs) */
+    char *gpu_class;             /* KFORGE_GPU_CLASS: the class a cuda worker serves, e.g. h200 */
+    long gpu;                    /* KFORGE_GPU: the worker's GPU index; -1 = cpu backend */
+    char *worker_name;           /* KFORGE_WORKER_NAME: consumer name (default host:pid) */
+    long lease_s;                /* KFORGE_LEASE_S: a claim's lease */
+    long heartbeat_s;            /* KFORGE_HEARTBEAT_S */
     long max_attempts;       /* KFORGE_MAX_ATTEMPTS: infrastructure failures before dead-letter */
     long reconcile_s;        /* KFORGE_RECONCILE_S: the reconciler's period */
     long job_timeout_s;      /* KFORGE_JOB_TIMEOUT_S: wall clock of one harness run */

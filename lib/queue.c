@@ -620,3 +620,50 @@ long kf_queue_heartbeats(struct kf_queue *q, kf_queue_hb_fn fn, void *arg) {
     } while (strcmp(cursor, "0") != 0);
     return total;
 }
+
+#define KF_CLASSES_KEY "kforge:classes"
+
+int kf_queue_class_beat(struct kf_queue *q, const char *klass) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    char now[32];
+    snprintf(now, sizeof(now), "%lld", (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000);
+    struct cmd c = make_cmd(4, "ZADD", KF_CLASSES_KEY, now, klass);
+    return command_ok(q, &c);
+}
+
+long kf_queue_classes(struct kf_queue *q, long long since_ms, kf_queue_class_fn fn, void *arg) {
+    char since[32];
+    snprintf(since, sizeof(since), "%lld", since_ms);
+    struct cmd c = make_cmd(4, "ZRANGEBYSCORE", KF_CLASSES_KEY, since, "+inf");
+    redisReply *r = command(q, &c);
+    if (r == NULL)
+        return -1;
+    long n = -1;
+    if (r->type == REDIS_REPLY_ARRAY) {
+        n = 0;
+        for (size_t i = 0; i < r->elements; i++) {
+            if (r->element[i]->type != REDIS_REPLY_STRING)
+                continue;
+            if (fn != NULL)
+                fn(r->element[i]->str, arg);
+            n++;
+        }
+    } else {
+        set_error(q, "ZRANGEBYSCORE: unexpected reply");
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+int kf_queue_class_forget(struct kf_queue *q, const char *klass) {
+    struct cmd c = make_cmd(3, "ZREM", KF_CLASSES_KEY, klass);
+    return command_ok(q, &c);
+}
+
+int kf_queue_heartbeat_end(struct kf_queue *q, const char *worker) {
+    char key[256];
+    snprintf(key, sizeof(key), KF_HB_PREFIX "%s", worker);
+    struct cmd c = make_cmd(2, "DEL", key);
+    return command_ok(q, &c);
+}

@@ -9,7 +9,9 @@
  *   kforge:jobs:CLASS:ids  the jobs that have an unacknowledged entry there (a set)
  *   kforge:dead         the dead-letter stream, entries {job: UUID, class, reason}
  *   kforge:rl:KEYID:MIN the per-key rate-limit counter of one minute
- *   kforge:hb:WORKER    a worker's heartbeat (value: JSON; expires after 3 heartbeats) */
+ *   kforge:hb:WORKER    a worker's heartbeat (value: JSON; expires after 3 heartbeats)
+ *   kforge:classes      the classes workers serve (a sorted set, scored by each class's
+ *                       last heartbeat in wall-clock ms): what /readyz needs a live worker of */
 #ifndef KF_QUEUE_H
 #define KF_QUEUE_H
 
@@ -79,5 +81,19 @@ int kf_queue_heartbeat(struct kf_queue *q, const char *worker, const char *json,
  * count or -1. */
 typedef void (*kf_queue_hb_fn)(const char *worker, const char *json, void *arg);
 long kf_queue_heartbeats(struct kf_queue *q, kf_queue_hb_fn fn, void *arg);
+
+/* ZADD kforge:classes NOW_MS klass: a worker of klass is alive (each heartbeat). 0 or -1. */
+int kf_queue_class_beat(struct kf_queue *q, const char *klass);
+
+/* The classes a worker beat for since since_ms (wall clock): calls fn(klass, arg) for each.
+ * Returns the count or -1. */
+typedef void (*kf_queue_class_fn)(const char *klass, void *arg);
+long kf_queue_classes(struct kf_queue *q, long long since_ms, kf_queue_class_fn fn, void *arg);
+
+/* ZREM kforge:classes klass: the class's last worker stopped on purpose. 0 or -1. */
+int kf_queue_class_forget(struct kf_queue *q, const char *klass);
+
+/* DEL kforge:hb:WORKER: the worker stopped on purpose. 0 or -1. */
+int kf_queue_heartbeat_end(struct kf_queue *q, const char *worker);
 
 #endif

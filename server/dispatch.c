@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "conn_guard.h"
 #include "dispatch.h"
 #include "jspec.h"
 #include "metrics.h"
@@ -213,6 +214,7 @@ enum MHD_Result kf_dispatch(void *cls, struct MHD_Connection *conn, const char *
     (void)version;
     struct kf_req *r = *req_cls;
     if (!r) {
+        kf_guard_request_begins(((struct kf_server *)cls)->guard, conn);
         r = req_new(cls, conn, url, method);
         if (!r)
             return MHD_NO;
@@ -247,7 +249,7 @@ void kf_dispatch_completed(void *cls, struct MHD_Connection *conn, void **req_cl
                            enum MHD_RequestTerminationCode toe) {
     struct kf_server *srv = cls;
     struct kf_req *r = *req_cls;
-    (void)conn;
+    kf_guard_request_ends(srv->guard, conn); /* the next head's deadline starts now */
     if (!r)
         return;
     *req_cls = NULL;
@@ -261,6 +263,7 @@ void kf_dispatch_completed(void *cls, struct MHD_Connection *conn, void **req_cl
     if (r->hstate_free)
         r->hstate_free(r->hstate);
     json_decref(r->json);
+    json_decref(r->warnings);
     kf_buf_free(&r->body);
     free(r);
 }

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "enqueue.h"
+#include "liveness.h"
+#include "reply.h"
 #include "util.h"
 
 int kf_tx_fail(struct kf_db *db) {
@@ -41,6 +43,7 @@ void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id) {
                q ? kf_queue_error(q) : "redis unavailable");
     }
     kf_srv_queue_put(r->srv, q);
+    kf_liveness_note(r, klass);
 }
 
 int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
@@ -101,4 +104,16 @@ int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_i
         PQclear(res);
     }
     return *missing || *invalid ? -1 : 0;
+}
+
+enum MHD_Result kf_reply_task_invalid(struct kf_req *r, struct kf_db *db, const char *task_id,
+                                      const char *field) {
+    const char *p[] = {task_id};
+    PGresult *res = kf_db_exec(db, "task_check_reasons", 1, p);
+    const char *reasons = res && PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+    enum MHD_Result ret =
+        kf_reply_error(r, KF_E_TASK_INVALID, field, "the task failed its check: %s",
+                       reasons[0] ? reasons : "no reason recorded");
+    PQclear(res);
+    return ret;
 }

@@ -20,7 +20,8 @@ struct kf_new_job {
  * KF_DB_RETRY (kf_db_tx's convention). */
 int kf_job_insert(struct kf_db *db, struct kf_new_job *job);
 
-/* After COMMIT: XADD kforge:jobs:CLASS * job ID. A failure is logged, not returned. */
+/* After COMMIT: XADD kforge:jobs:CLASS * job ID. A failure is logged, not returned. When no
+ * live worker serves klass, the reply gets a warning (liveness.h, kf_liveness_note). */
 void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id);
 
 struct kf_new_task {
@@ -43,6 +44,11 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t);
  * invalid) or KF_DB_RETRY. *task_id stays borrowed (from t or from the caller). */
 int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_id, bool *missing,
                     bool *invalid);
+
+/* 422 task_invalid for the task task_id (blamed on field), its message the reasons of the
+ * task's failed check, read on db. */
+enum MHD_Result kf_reply_task_invalid(struct kf_req *r, struct kf_db *db, const char *task_id,
+                                      const char *field);
 
 /* A failed statement's return for kf_db_tx: KF_DB_RETRY when retryable, else -1. */
 int kf_tx_fail(struct kf_db *db);

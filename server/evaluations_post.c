@@ -301,7 +301,8 @@ static enum MHD_Result create(struct kf_req *r) {
         if (in.task_missing)
             ret = kf_reply_error(r, KF_E_TASK_NOT_FOUND, "task_id", NULL);
         else if (in.task_invalid)
-            ret = kf_reply_error(r, KF_E_TASK_INVALID, in.has_task ? "task" : "task_id", NULL);
+            ret = kf_reply_task_invalid(r, db, in.has_task ? in.task.id : in.task_id,
+                                        in.has_task ? "task" : "task_id");
         else
             ret = kf_reply_db_error(r, db);
         kf_srv_db_put(r->srv, db);

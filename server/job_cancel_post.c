@@ -1,6 +1,7 @@
 /* job_cancel_post.c: POST /v1/jobs/{id}/cancel. A queued job is cancelled at once (with its
- * cancelled and done events); a running one gets cancel_requested, and its worker stops it
- * under the fence; a finished one is 409 job_finished. */
+ * cancelled and done events, and its episode, when it has one, ends `cancelled`); a running
+ * one gets cancel_requested, and its worker stops it under the fence and ends its episode; a
+ * finished one is 409 job_finished. */
 #include <string.h>
 
 #include "enqueue.h"
@@ -32,6 +33,11 @@ static int tx(struct kf_db *db, void *arg) {
         return rc;
     if (hit) {
         c->outcome = CANCELLED;
+        const char *ep[] = {c->id};
+        PGresult *er = kf_db_exec(db, "episode_cancel", 1, ep);
+        if (!er)
+            return kf_tx_fail(db);
+        PQclear(er);
         static const char *const kinds[] = {"cancelled", "done"};
         for (int i = 0; i < 2; i++) {
             const char *p[] = {c->id, kinds[i], "{\"status\":\"cancelled\"}"};

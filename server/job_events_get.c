@@ -2,16 +2,20 @@
  * read_events: it polls job_events (seq > last) every 100 ms on a pooled connection taken per
  * poll, and between polls parks the connection (park.h), so an open stream holds no thread.
  * It writes `: keepalive` every 15 s and ends after the `done` event or when the job is gone.
- * At most max_streams are open (503 too_many_streams). */
+ * Streams are counted per API key (a request that sends one), the clients without a key
+ * together as one holder, and in all: max_streams_per_key, max_streams_anonymous and
+ * max_streams (503 too_many_streams, naming the limit it met). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "job_events_get.h"
 
+#include "auth.h"
 #include "buf.h"
 #include "park.h"
 #include "reply.h"
+#include "slots.h"
 #include "util.h"
 
 #define KF_SSE_POLL_MS 100
@@ -26,6 +30,7 @@ struct stream {
     size_t off;        /* how much of out was written */
     bool done;         /* end once buf is written */
     int64_t last_write_ms;
+    char holder[40]; /* the slot's holder: the key's id, "" without a key */
 };
 
 /* One poll of the job's new events into s->out. */
@@ -101,7 +106,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void free_stream(void *cls) {
     struct stream *s = cls;
-    atomic_fetch_sub(&s->srv->streams, 1);
+    kf_slots_give(s->srv->streams_by, s->holder);
     kf_buf_free(&s->out);
     free(s);
 }
@@ -118,6 +123,12 @@ static long last_event_id(struct MHD_Connection *conn) {
 
 enum MHD_Result kf_job_events_get(struct kf_req *r) {
     struct kf_server *srv = r->srv;
+    /* a key sent with the request holds the stream's slot: checked here unless the dispatcher
+     * did (on failure the error is queued) */
+    if (!r->key_id[0] &&
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization") != NULL &&
+        !kf_auth_check(r, 0))
+        return MHD_YES;
     const char *p[] = {r->id};
     struct kf_db *db = kf_srv_db_get(srv);
     if (!db)
@@ -133,15 +144,22 @@ enum MHD_Result kf_job_events_get(struct kf_req *r) {
     PQclear(res);
     if (!exists)
         return kf_reply_error(r, KF_E_JOB_NOT_FOUND, NULL, NULL);
-    if (atomic_fetch_add(&srv->streams, 1) >= srv->cfg->max_streams) {
-        atomic_fetch_sub(&srv->streams, 1);
-        return kf_reply_error(r, KF_E_TOO_MANY_STREAMS, NULL, NULL);
-    }
+    const struct kf_config *cfg = srv->cfg;
+    bool keyed = r->key_id[0] != '\0';
+    long per = keyed ? cfg->max_streams_per_key : cfg->max_streams_anonymous;
+    enum kf_slot_take took = kf_slots_take(srv->streams_by, r->key_id, per, cfg->max_streams);
+    if (took != KF_SLOT_TAKEN)
+        return kf_reply_error(
+            r, KF_E_TOO_MANY_STREAMS, NULL, "%s; retry later",
+            took == KF_SLOT_ALL_FULL ? "the server has max_streams event streams open"
+            : keyed                  ? "this key has max_streams_per_key event streams open"
+                    : "the clients without a key have max_streams_anonymous event streams open");
     struct stream *s = calloc(1, sizeof *s);
     if (!s) {
-        atomic_fetch_sub(&srv->streams, 1);
+        kf_slots_give(srv->streams_by, r->key_id);
         return kf_reply_error(r, KF_E_INTERNAL, NULL, "out of memory");
     }
+    snprintf(s->holder, sizeof s->holder, "%s", r->key_id);
     s->srv = srv;
     s->conn = r->conn;
     snprintf(s->job_id, sizeof s->job_id, "%s", r->id);

@@ -5,19 +5,24 @@
 #include <libgen.h>
 #include <limits.h>
 #include <netdb.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn_guard.h"
 #include "crash.h"
 #include "dispatch.h"
+#include "liveness.h"
 #include "metrics.h"
 #include "park.h"
 #include "server.h"
+#include "slots.h"
 
 static void usage(FILE *out) {
     size_t n = 0;
@@ -92,20 +97,50 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
     kf_log(&srv->log, KF_LOG_DEBUG, "microhttpd: %s", msg);
 }
 
-static struct MHD_Daemon *start_daemon(struct kf_server *srv, struct sockaddr_storage *addr) {
+/* libmicrohttpd takes its connections from the guard (conn_guard.h), which owns the socket. */
+static struct MHD_Daemon *start_daemon(struct kf_server *srv) {
     const struct kf_config *cfg = srv->cfg;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
-    if (addr->ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 1;
-    unsigned limit = (unsigned)cfg->max_streams + 1024;
+    /* the guard keeps to max_connections; this is a backstop */
+    unsigned limit = (unsigned)cfg->max_connections + 64;
+    /* room for a head of max_header_bytes, the parsed headers and the reply's headers */
+    size_t pool = (size_t)cfg->max_header_bytes * 2 + 16384;
     return MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, kf_dispatch, srv, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)addr, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        (unsigned)1024, MHD_OPTION_NOTIFY_COMPLETED, kf_dispatch_completed, srv,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv, MHD_OPTION_END);
+        flags, 0, NULL, NULL, kf_dispatch, srv, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool < 32768 ? (size_t)32768 : pool,
+        MHD_OPTION_NOTIFY_COMPLETED, kf_dispatch_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        kf_guard_notify, srv->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv, MHD_OPTION_END);
+}
+
+/* The guard's socket and settings (the daemon comes next). */
+static struct kf_guard *open_guard(struct kf_server *srv, const struct sockaddr_storage *addr) {
+    const struct kf_config *cfg = srv->cfg;
+    struct kf_guard_settings gs = {
+        .max_connections = cfg->max_connections,
+        .per_client = cfg->per_client_connections,
+        .header_timeout_ms = cfg->header_timeout_s * 1000,
+        .max_head = (size_t)cfg->max_header_bytes,
+        .max_body = cfg->max_body_bytes,
+    };
+    socklen_t len =
+        addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    return kf_guard_open((const struct sockaddr *)addr, len, &gs, &srv->log);
+}
+
+/* Room for max_connections descriptors besides the pools' and the files': the soft limit of
+ * open files is raised toward the hard one. */
+static void raise_nofile(const struct kf_config *cfg) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)cfg->max_connections + 1024;
+    if (rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 static int resolve(const char *host, long port, struct sockaddr_storage *out) {
@@ -147,7 +182,6 @@ int main(int argc, char **argv) {
         goto out;
     srv->cfg = &cfg;
     srv->log.min_level = kf_log_parse_level(cfg.log_level);
-    atomic_init(&srv->streams, 0);
     atomic_init(&srv->stopping, false);
     kf_dispatch_init(srv);
     find_openapi(srv);
@@ -157,17 +191,28 @@ int main(int argc, char **argv) {
     }
     srv->metrics = kf_metrics_new(srv->labels, srv->nlabels);
     srv->park = kf_park_start();
-    if (!srv->metrics || !srv->park || kf_srv_pools_init(srv) != 0) {
+    srv->streams_by = kf_slots_new();
+    srv->liveness = kf_liveness_new();
+    if (!srv->metrics || !srv->park || !srv->streams_by || !srv->liveness ||
+        kf_srv_pools_init(srv) != 0) {
         fprintf(stderr, "kforge-server: out of memory\n");
         goto out_srv;
     }
-    srv->daemon = start_daemon(srv, &addr);
-    if (!srv->daemon) {
-        fprintf(stderr, "kforge-server: cannot listen on %s:%ld\n", cfg.listen_host, cfg.port);
+    raise_nofile(&cfg);
+    srv->guard = open_guard(srv, &addr);
+    if (!srv->guard) {
+        fprintf(stderr, "kforge-server: cannot listen on %s:%ld: %s\n", cfg.listen_host, cfg.port,
+                strerror(errno));
         goto out_pools;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    unsigned port = info ? info->port : (unsigned)cfg.port;
+    srv->daemon = start_daemon(srv);
+    if (!srv->daemon || kf_guard_start(srv->guard, srv->daemon) != 0) {
+        fprintf(stderr, "kforge-server: cannot start the HTTP daemon\n");
+        if (srv->daemon)
+            MHD_stop_daemon(srv->daemon);
+        goto out_pools;
+    }
+    unsigned port = kf_guard_port(srv->guard);
     bool v6 = addr.ss_family == AF_INET6;
     printf("kforge-server: listening on http://%s%s%s:%u\n", v6 ? "[" : "", cfg.listen_host,
            v6 ? "]" : "", port);
@@ -179,17 +224,20 @@ int main(int argc, char **argv) {
     sigwait(&sigs, &sig);
     kf_log(&srv->log, KF_LOG_INFO, "signal %d: stopping", sig);
     atomic_store(&srv->stopping, true);
-    MHD_quiesce_daemon(srv->daemon);
+    kf_guard_stop(srv->guard); /* no new connection; those reading a head are closed */
     kf_park_stop(srv->park);
     kf_log(&srv->log, KF_LOG_DEBUG, "parked connections resumed");
     MHD_stop_daemon(srv->daemon);
     kf_log(&srv->log, KF_LOG_DEBUG, "daemon stopped");
     rc = 0;
 out_pools:
+    kf_guard_free(srv->guard);
     kf_srv_pools_free(srv);
 out_srv:
     kf_park_stop(srv->park);
     kf_park_free(srv->park);
+    kf_slots_free(srv->streams_by);
+    kf_liveness_free(srv->liveness);
     kf_metrics_free(srv->metrics);
     free(srv);
 out:

@@ -1,16 +1,21 @@
 /* metrics_get.c: GET /metrics, Prometheus text (version 0.0.4): the HTTP metrics, then jobs by
  * status (PostgreSQL), queue depth and pending entries per class seen in jobs (Redis), and the
  * workers whose heartbeat is alive (labelled by host, GPU and class) and whether each holds a
- * job. A dependency that is down leaves its part out. */
+ * job, the live workers per class and the jobs accepted while none served their class, the
+ * front door's connections and refusals, and the open event streams. A dependency that is
+ * down leaves its part out. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn_guard.h"
+#include "liveness.h"
 #include "metrics.h"
 #include "metrics_get.h"
 #include "reply.h"
+#include "slots.h"
 
 static void write_jobs(struct kf_req *r, struct kf_db *db, FILE *out) {
     static const char *const statuses[] = {"queued", "running",   "succeeded",
@@ -100,6 +105,53 @@ static void worker_line(const char *worker, const char *json, void *arg) {
     json_decref(hb);
 }
 
+/* The front door's connections and refusals, and the open event streams. */
+static void write_connections(struct kf_req *r, FILE *out) {
+    struct kf_guard_stats st;
+    kf_guard_stats(r->srv->guard, &st);
+    fprintf(
+        out,
+        "# HELP kforge_connections_open Client connections open now.\n"
+        "# TYPE kforge_connections_open gauge\nkforge_connections_open %ld\n"
+        "# HELP kforge_connections_refused_total Connections refused or cut by the front door.\n"
+        "# TYPE kforge_connections_refused_total counter\n"
+        "kforge_connections_refused_total{reason=\"per_client\"} %ld\n"
+        "kforge_connections_refused_total{reason=\"busy\"} %ld\n"
+        "kforge_connections_refused_total{reason=\"timeout\"} %ld\n"
+        "kforge_connections_refused_total{reason=\"bad_head\"} %ld\n"
+        "# HELP kforge_streams_open Server-sent event streams open now.\n"
+        "# TYPE kforge_streams_open gauge\nkforge_streams_open %ld\n",
+        st.open, st.refused_client, st.refused_busy, st.timed_out, st.bad_head,
+        kf_slots_total(r->srv->streams_by));
+}
+
+/* Live workers of every class that jobs used or workers registered (0: none serves it). */
+static void write_class_workers(struct kf_req *r, PGresult *classes, FILE *out) {
+    struct kf_live live;
+    kf_liveness_get(r->srv, false, &live);
+    if (!live.ok)
+        return;
+    fputs("# HELP kforge_class_workers Live workers of a job class.\n"
+          "# TYPE kforge_class_workers gauge\n",
+          out);
+    for (int i = 0; i < live.n; i++) {
+        fputs("kforge_class_workers{", out);
+        label(out, "class", live.c[i].name, true);
+        fprintf(out, "} %ld\n", live.c[i].workers);
+    }
+    for (int i = 0; classes && i < PQntuples(classes); i++) {
+        const char *k = PQgetvalue(classes, i, 0);
+        bool listed = false;
+        for (int j = 0; j < live.n && !listed; j++)
+            listed = strcmp(live.c[j].name, k) == 0;
+        if (listed)
+            continue;
+        fputs("kforge_class_workers{", out);
+        label(out, "class", k, true);
+        fputs("} 0\n", out);
+    }
+}
+
 enum MHD_Result kf_metrics_get(struct kf_req *r) {
     char *text = NULL;
     size_t len = 0;
@@ -116,7 +168,10 @@ enum MHD_Result kf_metrics_get(struct kf_req *r) {
     }
     if (classes)
         write_queues(r, classes, out);
+    write_class_workers(r, classes, out);
     PQclear(classes);
+    kf_liveness_write_unserved(r->srv, out);
+    write_connections(r, out);
     struct kf_queue *q = kf_srv_queue_get(r->srv);
     if (q) {
         struct worker_family up = {out, false}, busy = {out, true};

@@ -14,6 +14,7 @@
 
 #include "enqueue.h"
 #include "jspec.h"
+#include "liveness.h"
 #include "optimize_post.h"
 #include "reply.h"
 #include "tasks_post.h"
@@ -359,11 +360,18 @@ static enum MHD_Result reply(struct kf_req *r, struct kf_db *db, const struct op
         PQclear(res);
         return kf_reply_error(r, KF_E_INTERNAL, NULL, "the episode just stored is gone");
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        (size_t)PQgetlength(res, 0, 0), PQgetvalue(res, 0, 0), MHD_RESPMEM_MUST_COPY);
+    size_t wlen = 0; /* with the liveness warnings, when there are some */
+    char *with = kf_liveness_annotate(PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0),
+                                      r->warnings, &wlen);
+    struct MHD_Response *resp =
+        with ? MHD_create_response_from_buffer(wlen, with, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer((size_t)PQgetlength(res, 0, 0),
+                                               PQgetvalue(res, 0, 0), MHD_RESPMEM_MUST_COPY);
     PQclear(res);
-    if (!resp)
+    if (!resp) {
+        free(with);
         return MHD_NO;
+    }
     char location[64];
     snprintf(location, sizeof location, "/v1/jobs/%s", in->job.id);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -387,7 +395,8 @@ enum MHD_Result kf_optimize_post(struct kf_req *r) {
         if (in.task_missing)
             ret = kf_reply_error(r, KF_E_TASK_NOT_FOUND, "task_id", NULL);
         else if (in.task_invalid)
-            ret = kf_reply_error(r, KF_E_TASK_INVALID, in.has_task ? "task" : "task_id", NULL);
+            ret = kf_reply_task_invalid(r, db, in.has_task ? in.task.id : in.task_id,
+                                        in.has_task ? "task" : "task_id");
         else
             ret = kf_reply_db_error(r, db);
         kf_srv_db_put(r->srv, db);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "liveness.h"
 #include "reply.h"
 
 enum MHD_Result kf_reply_queue(struct kf_req *r, unsigned status, struct MHD_Response *resp) {
@@ -24,8 +25,13 @@ enum MHD_Result kf_reply_queue(struct kf_req *r, unsigned status, struct MHD_Res
 enum MHD_Result kf_reply_text(struct kf_req *r, unsigned status, const char *json, size_t len) {
     if (len == 0)
         len = strlen(json);
+    size_t wlen = 0;
+    char *with = status / 100 == 2 ? kf_liveness_annotate(json, len, r->warnings, &wlen) : NULL;
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)json, MHD_RESPMEM_MUST_COPY);
+        with ? MHD_create_response_from_buffer(wlen, with, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(len, (void *)json, MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        free(with);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");

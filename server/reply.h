@@ -13,7 +13,8 @@
 /* Queues resp with status (adds X-Request-Id, records the status) and destroys it. */
 enum MHD_Result kf_reply_queue(struct kf_req *r, unsigned status, struct MHD_Response *resp);
 
-/* A JSON reply from text (copied; len may be 0 to use strlen). */
+/* A JSON reply from text (copied; len may be 0 to use strlen). A 2xx reply of a request that
+ * has r->warnings gets them as its "warnings" member (json must then be an object). */
 enum MHD_Result kf_reply_text(struct kf_req *r, unsigned status, const char *json, size_t len);
 
 /* A JSON reply from an object; steals the reference. */

@@ -21,6 +21,9 @@
 struct kf_metrics;
 struct kf_route;
 struct kf_park;
+struct kf_guard;
+struct kf_slots;
+struct kf_liveness;
 
 #define KF_QPOOL_MAX 16
 /* tries of a write transaction before 503 contention (SERIALIZABLE inserts under heavy
@@ -49,11 +52,13 @@ struct kf_server {
     struct kf_qpool q;
     struct kf_metrics *metrics;
     struct kf_park *park;
+    struct kf_guard *guard;       /* the front door: the socket, per-client counts, deadlines */
+    struct kf_slots *streams_by;  /* open event streams per key ("" for the keyless) */
+    struct kf_liveness *liveness; /* the classes' live workers (cached) and unserved jobs */
     struct MHD_Daemon *daemon;
     const char *labels[KF_MAX_LABELS]; /* metrics labels: routes' patterns, "static", "none" */
     int nlabels;
     int route_label[KF_MAX_LABELS]; /* a route's index -> its label's */
-    atomic_int streams;             /* open server-sent event streams */
     atomic_bool stopping;
     char openapi_path[4096]; /* openapi/openapi.yaml next to build/ ("" if unknown) */
 };
@@ -76,6 +81,7 @@ struct kf_req {
     bool too_large;       /* the body passed max_body_bytes: drained, answered 413 */
     struct kf_buf body;   /* the request body so far */
     json_t *json;         /* the parsed body (routes that take one) */
+    json_t *warnings;     /* owned: the 2xx reply's "warnings" (liveness.h), or NULL */
     char key_id[40];      /* the API key's id when authenticated */
     char retry_after[16]; /* a Retry-After header for the reply ("" none) */
     char allow[64];       /* an Allow header for the reply ("" none) */

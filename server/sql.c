@@ -178,8 +178,17 @@ static const struct kf_stmt stmts[] = {
     {"optimize_pair", "SELECT json_build_object('job', " JOB_JSON ", 'episode',"
                       " json_build_object('id', e.id, 'status', e.status))::text"
                       " FROM episodes e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1"},
+    /* the reasons of a task's failed check, one text ("" when it gave none) */
+    {"task_check_reasons", "SELECT COALESCE((SELECT string_agg(x, '; ') FROM"
+                           " jsonb_array_elements_text(CASE WHEN jsonb_typeof("
+                           "t.check_result -> 'reasons') = 'array' THEN t.check_result -> 'reasons'"
+                           " ELSE '[]'::jsonb END) x), '') FROM tasks t WHERE t.id = $1"},
     {"job_cancel_queued", "UPDATE jobs SET status = 'cancelled', finished_at = now(),"
                           " updated_at = now() WHERE id = $1 AND status = 'queued' RETURNING id"},
+    /* a queued optimize job's episode ends with its job (a running one's worker ends it) */
+    {"episode_cancel",
+     "UPDATE episodes SET status = 'cancelled', end_reason = 'cancelled',"
+     " finished_at = now() WHERE job_id = $1 AND status IN ('queued', 'running')"},
     {"job_cancel_running", "UPDATE jobs SET cancel_requested = true, updated_at = now()"
                            " WHERE id = $1 AND status = 'running' RETURNING id"},
     {"job_exists", "SELECT 1 FROM jobs WHERE id = $1"},
@@ -194,6 +203,9 @@ static const struct kf_stmt stmts[] = {
                " ORDER BY seq LIMIT 64) ev ON true WHERE j.id = $1 ORDER BY ev.seq"},
     {"jobs_by_status", "SELECT status, count(*) FROM jobs GROUP BY status"},
     {"job_classes", "SELECT DISTINCT class FROM jobs"},
+    /* GET /readyz: the classes with jobs that need a worker (jobs_status_idx) */
+    {"jobs_waiting", "SELECT class, count(*) FROM jobs WHERE status IN ('queued', 'running')"
+                     " GROUP BY class"},
     {"leaderboard", LEADERBOARD},
 };
 

@@ -2,7 +2,10 @@
  * the fence (lib/README.md, step 3): no row means the job was taken over or cancelled, so the
  * main thread is told to kill the harness (sh.lost); cancel_requested sets sh.cancel. It also
  * writes kforge:hb:WORKER = {"gpu","class","job","pid","host"} for /metrics, expiring after
- * three periods. Own database and Redis connections. */
+ * three periods, and registers its class in kforge:classes (/readyz then needs a live worker of
+ * it). When the worker stops on purpose it deletes its heartbeat, and the class is forgotten
+ * when no other live worker serves it; a crashed worker leaves the class registered. Own
+ * database and Redis connections. */
 #include "worker.h"
 
 #include <stdio.h>
@@ -46,9 +49,34 @@ static void beat(struct kfw *w, struct kf_queue *q, const char *job) {
                            (json_int_t)getpid(), "host", w->host);
     char *text = json_dumps(hb, JSON_COMPACT);
     json_decref(hb);
-    if (text && kf_queue_heartbeat(q, w->name, text, (int)(3 * w->cfg.heartbeat_s)) != 0)
+    if (text && (kf_queue_heartbeat(q, w->name, text, (int)(3 * w->cfg.heartbeat_s)) != 0 ||
+                 kf_queue_class_beat(q, w->klass) != 0))
         kf_log(&w->log, KF_LOG_WARN, "heartbeat: %s", kf_queue_error(q));
     free(text);
+}
+
+struct same_class {
+    const char *klass;
+    long n;
+};
+
+static void count_class(const char *worker, const char *json, void *arg) {
+    struct same_class *sc = arg;
+    (void)worker;
+    json_t *hb = json_loads(json ? json : "{}", 0, NULL);
+    const char *k = json_string_value(json_object_get(hb, "class"));
+    if (k && strcmp(k, sc->klass) == 0)
+        sc->n++;
+    json_decref(hb);
+}
+
+/* The worker stops on purpose: its heartbeat goes, and its class when no live worker is left. */
+static void leave(struct kfw *w, struct kf_queue *q) {
+    struct same_class sc = {w->klass, 0};
+    if (kf_queue_heartbeat_end(q, w->name) != 0 || kf_queue_heartbeats(q, count_class, &sc) < 0)
+        return;
+    if (sc.n == 0 && kf_queue_class_forget(q, w->klass) == 0)
+        kf_log(&w->log, KF_LOG_INFO, "the last worker of class %s left", w->klass);
 }
 
 void *kfw_heartbeat_main(void *arg) {
@@ -70,8 +98,10 @@ void *kfw_heartbeat_main(void *arg) {
         if (kfw_thread_sleep(w, w->cfg.heartbeat_s * 1000))
             break;
     }
-    if (q)
+    if (q) {
+        leave(w, q);
         kf_queue_close(q);
+    }
     if (db)
         kf_db_close(db);
     return NULL;

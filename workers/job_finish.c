@@ -1,7 +1,8 @@
 /* job_finish.c: the finishing transactions (lib/README.md, steps 4, 5 and 8), each under the
  * fence, then the stream work that follows a commit (XACK+XDEL, XADD again, dead letter).
  *   result:    job succeeded + result, evaluation row, episode or task status, baseline
- *              (from an evaluation or an episode's final verdict), `done`
+ *              (from an evaluation or an episode's final verdict), `done`; a task found invalid
+ *              also fails the evaluate and optimize jobs queued for it (task_invalid)
  *   infra:     queued again + `retry`, or dead + `done` (+ kforge:dead) at max_attempts
  *   cancelled: job cancelled + `cancelled`, `done`
  *   handback:  queued again + `retry` (the worker is stopping; the attempt is not given back,
@@ -89,6 +90,35 @@ static int baseline(struct kf_db *db, const struct kfw_job *job, json_t *v) {
     return rc;
 }
 
+/* The task failed its check (verdict v): the jobs queued for it fail with the check's reasons
+ * instead of running an episode or an evaluation that cannot mean anything. */
+static int fail_dependents(struct kf_db *db, const struct kfw_job *job, json_t *v) {
+    char detail[2048] = "";
+    size_t used = 0, i;
+    json_t *reason;
+    json_array_foreach(json_object_get(v, "reasons"), i, reason) {
+        const char *s = json_string_value(reason);
+        if (s && used < sizeof(detail))
+            used +=
+                (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s", used ? "; " : "", s);
+    }
+    if (!detail[0])
+        snprintf(detail, sizeof(detail), "the task failed its check");
+    json_t *err = json_pack("{s:s, s:s, s:O?}", "reason", "task_invalid", "message", detail,
+                            "reasons", json_object_get(v, "reasons"));
+    char *text = err ? json_dumps(err, JSON_COMPACT) : NULL;
+    json_decref(err);
+    if (!text)
+        return -1;
+    const char *p[] = {job->task_id, text, detail};
+    int rc = 0;
+    PGresult *r = exec(db, "fail_dependents", 3, p, &rc);
+    free(text);
+    if (r)
+        PQclear(r);
+    return rc;
+}
+
 static int result_fn(struct kf_db *db, void *arg) {
     struct fin *f = arg;
     const struct kfw_job *job = f->job;
@@ -144,6 +174,8 @@ static int result_fn(struct kf_db *db, void *arg) {
             goto out;
         PQclear(r);
         status = ok ? "ok" : "invalid";
+        if (!ok && (rc = fail_dependents(db, job, v)) != 0)
+            goto out;
     }
     json_t *reward = json_object_get(v, "reward");
     rc = event(

@@ -51,6 +51,18 @@ static const struct kf_stmt stmts[] = {
                  " measured_at = now()"},
     {"task_checked", "UPDATE tasks SET status = $2, check_result = $3::jsonb"
                      " WHERE id = $1::uuid"},
+    /* a task found invalid: the evaluate and optimize jobs queued for it fail now, their
+     * episodes end task_invalid with the check's reasons ($2 the error, $3 the reasons) */
+    {"fail_dependents",
+     "WITH f AS (UPDATE jobs SET status = 'failed', error = $2::jsonb,"
+     " result = jsonb_build_object('end_reason', 'task_invalid', 'end_detail', $3::text),"
+     " finished_at = now(), lease_owner = NULL, lease_expires = NULL, updated_at = now()"
+     " WHERE task_id = $1::uuid AND status = 'queued' AND kind IN ('evaluate', 'optimize')"
+     " RETURNING id), e AS (UPDATE episodes SET status = 'failed', end_reason = 'task_invalid',"
+     " finished_at = now() WHERE job_id IN (SELECT id FROM f))"
+     " INSERT INTO job_events (job_id, seq, kind, data) SELECT f.id, COALESCE((SELECT"
+     " max(x.seq) FROM job_events x WHERE x.job_id = f.id), 0) + 1, 'done',"
+     " jsonb_build_object('status', 'failed', 'error', $2::jsonb) FROM f"},
     {"requeue", "UPDATE jobs SET status = 'queued', lease_owner = NULL, lease_expires = NULL,"
                 " error = $3::jsonb, enqueued_at = now(), updated_at = now()"
                 " WHERE " FENCE " RETURNING class"},

@@ -73,3 +73,17 @@ def test_cancel_running(stack: Stack, workers) -> None:
 def test_cancel_unknown_job(stack: Stack) -> None:
     assert_error(stack.api.post(f"/v1/jobs/{uuid.uuid4()}/cancel"), "job_not_found")
     assert_error(stack.api.post("/v1/jobs/xyz/cancel"), "invalid_id")
+
+
+def test_cancel_queued_optimize_ends_its_episode(stack: Stack) -> None:
+    """A queued optimize job cancelled at once takes its episode along: `cancelled`, with its
+    end, not `queued` for ever (the UI would say it is still running)."""
+    r = stack.api.post("/v1/optimize", {"task": {"source": unique_task("cancel optimize")}, "backend": "cpu"})
+    assert r.status_code == 202, r.text
+    job_id, episode_id = r.json()["job"]["id"], r.json()["episode"]["id"]
+    assert stack.api.get(f"/v1/episodes/{episode_id}").json()["status"] == "queued"
+    c = stack.api.post(f"/v1/jobs/{job_id}/cancel")
+    assert c.status_code == 200 and c.json()["status"] == "cancelled", c.text
+    ep = stack.api.get(f"/v1/episodes/{episode_id}").json()
+    assert ep["status"] == "cancelled" and ep["end_reason"] == "cancelled", ep
+    assert ep["finished_at"], ep

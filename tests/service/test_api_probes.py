@@ -14,7 +14,8 @@ def test_health_and_ready(stack: Stack) -> None:
     assert h.status_code == 200 and h.json() == {"status": "ok"}
     assert h.headers["Content-Type"].startswith("application/json")
     r = stack.api.get("/readyz")
-    assert r.status_code == 200 and r.json() == {"status": "ready", "database": "ok", "redis": "ok"}
+    assert r.status_code == 200, r.text
+    assert r.json() == {"status": "ready", "database": "ok", "redis": "ok", "classes": {}}
 
 
 def _metrics(stack: Stack) -> dict[str, float]:
