@@ -59,7 +59,7 @@ static int add(struct target *t, int n, const char *var, const char *file, const
     return t[n].pid > 0 ? n + 1 : n;
 }
 
-void kfc_stack_stop(const char *var, const char *pgbin, bool quiet) {
+void kfc_programs_stop(const char *var, bool quiet) {
     static struct target t[MAX_PIDS];
     char dir[PATH_MAX + 8];
     snprintf(dir, sizeof(dir), "%s/run", var);
@@ -79,8 +79,13 @@ void kfc_stack_stop(const char *var, const char *pgbin, bool quiet) {
     stop_all(t, n, 20000, quiet);
     n = add(t, 0, var, "server.pid", "kforge-server");
     stop_all(t, n, 10000, quiet);
-    n = add(t, 0, var, "redis.pid", "redis-server");
-    stop_all(t, n, 10000, quiet);
+}
+
+void kfc_stack_stop(const char *var, const char *pgbin, bool quiet) {
+    struct target redis[1];
+    kfc_programs_stop(var, quiet);
+    int n = add(redis, 0, var, "redis.pid", "redis-server");
+    stop_all(redis, n, 10000, quiet);
 
     char pidf[PATH_MAX + 32], data[PATH_MAX + 8], ctl[PATH_MAX + 16];
     snprintf(data, sizeof(data), "%s/pg", var);

@@ -222,6 +222,22 @@ int kfc_free_port(void) {
     return port;
 }
 
+bool kfc_port_free(int port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || port <= 0 || port > 65535) {
+        if (s >= 0)
+            close(s);
+        return false;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1; /* as the servers bind: connections in TIME_WAIT do not hold the port */
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    bool ok = bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(s);
+    return ok;
+}
+
 bool kfc_pid_is(pid_t pid, const char *name) {
     if (pid <= 0 || kill(pid, 0) != 0)
         return false;
@@ -261,7 +277,7 @@ const char *kfc_pg_user(void) {
  * it) and runs argv; never returns */
 static void run_child(const char *as_user, const char *const argv[], const char *log) {
     if (log) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);

@@ -15,7 +15,7 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
     {"database_url", KF_CFG_STR, "postgresql:///kforge", 0, 0, "KFORGE_DATABASE_URL",
      OFF(database_url), "PostgreSQL conninfo or URI"},
     {"redis_url", KF_CFG_STR, "redis://127.0.0.1:6379", 0, 0, "KFORGE_REDIS_URL", OFF(redis_url),
-     "redis://HOST:PORT[/DB] or unix:///PATH"},
+     "redis://HOST:PORT[/DB] or unix:///PATH; ?password_file=PATH sends AUTH"},
     {"listen_host", KF_CFG_STR, "127.0.0.1", 0, 0, "KFORGE_LISTEN_HOST", OFF(listen_host),
      "the server's listening address"},
     {"port", KF_CFG_INT, "8080", 0, 65535, "KFORGE_PORT", OFF(port),

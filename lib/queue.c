@@ -1,14 +1,18 @@
 /* queue.c: the Redis client (hiredis): job streams, dead letters, rate limits, heartbeats. */
 #include "queue.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis.h>
 
@@ -90,16 +94,71 @@ static void sigpipe_restore(const struct pipe_guard *g) {
 
 /* ---- the URL and the connection ---- */
 
-/* redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH. 0 or -1. */
-static int parse_url(struct kf_queue *q, const char *url) {
-    q->port = 6379;
-    if (strncmp(url, "unix://", 7) == 0) {
-        snprintf(q->path, sizeof(q->path), "%s", url + 7);
-        return q->path[0] == '/' ? 0 : -1;
-    }
-    if (strncmp(url, "redis://", 8) != 0)
+/* The password of a password_file: its first line, from a file that only its owner may read
+ * (as libpq's passfile). 0, or -1 with the reason in err. */
+static int read_password_file(struct kf_queue *q, const char *file, char *err, size_t errlen) {
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "Redis password_file %s: %s", file, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
-    const char *p = url + 8;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+        snprintf(err, errlen,
+                 "Redis password_file %s: group or others may read it (mode %03o): chmod 600 it",
+                 file, (unsigned)(st.st_mode & 0777));
+        close(fd);
+        return -1;
+    }
+    ssize_t n = read(fd, q->password, sizeof(q->password) - 1);
+    close(fd);
+    if (n < 0) {
+        snprintf(err, errlen, "Redis password_file %s: %s", file, strerror(errno));
+        return -1;
+    }
+    q->password[n] = '\0';
+    q->password[strcspn(q->password, "\r\n")] = '\0';
+    if (q->password[0] == '\0') {
+        snprintf(err, errlen, "Redis password_file %s: empty", file);
+        return -1;
+    }
+    return 0;
+}
+
+/* The query of a URL: "password_file=PATH" is the only parameter (the password read from that
+ * file, so that the URL itself holds no secret). 0, or -1 with the reason in err. */
+static int parse_query(struct kf_queue *q, const char *query, char *err, size_t errlen) {
+    const char *key = "password_file=";
+    if (strncmp(query, key, strlen(key)) != 0 || query[strlen(key)] == '\0') {
+        snprintf(err, errlen, "bad Redis URL parameter \"%s\": only password_file=PATH", query);
+        return -1;
+    }
+    return read_password_file(q, query + strlen(key), err, errlen);
+}
+
+/* redis://[:PASSWORD@]HOST[:PORT][/DB][?password_file=PATH] or
+ * unix:///PATH[?password_file=PATH]. 0, or -1 with the reason in err. */
+static int parse_url(struct kf_queue *q, const char *url, char *err, size_t errlen) {
+    q->port = 6379;
+    char base[512];
+    const char *query = strchr(url, '?');
+    size_t blen = query != NULL ? (size_t)(query - url) : strlen(url);
+    if (blen >= sizeof(base))
+        goto bad;
+    memcpy(base, url, blen);
+    base[blen] = '\0';
+    if (strncmp(base, "unix://", 7) == 0) {
+        size_t plen = strlen(base + 7);
+        if (base[7] != '/' || plen >= sizeof(q->path))
+            goto bad;
+        memcpy(q->path, base + 7, plen + 1);
+        return query != NULL ? parse_query(q, query + 1, err, errlen) : 0;
+    }
+    if (strncmp(base, "redis://", 8) != 0)
+        goto bad;
+    const char *p = base + 8;
     const char *at = strchr(p, '@');
     if (at != NULL) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
@@ -117,18 +176,26 @@ static int parse_url(struct kf_queue *q, const char *url) {
     if (*p == ':') {
         q->port = (int)strtol(p + 1, &end, 10);
         if (end == p + 1 || q->port <= 0 || q->port > 65535)
-            return -1;
+            goto bad;
         p = end;
     }
     if (*p == '/' && p[1] != '\0') {
         q->db = (int)strtol(p + 1, &end, 10);
         if (end == p + 1 || *end != '\0' || q->db < 0)
-            return -1;
+            goto bad;
         p = end;
     } else if (*p == '/') {
         p++;
     }
-    return *p == '\0' ? 0 : -1;
+    if (*p != '\0')
+        goto bad;
+    return query != NULL ? parse_query(q, query + 1, err, errlen) : 0;
+bad:
+    snprintf(err, errlen,
+             "bad Redis URL \"%s\": expected redis://HOST:PORT[/DB][?password_file=PATH] or "
+             "unix:///PATH",
+             url);
+    return -1;
 }
 
 static void drop(struct kf_queue *q) {
@@ -186,11 +253,10 @@ struct kf_queue *kf_queue_open(const char *url, int timeout_ms, char *err, size_
     }
     q->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
     q->cmd_timeout_ms = q->timeout_ms;
-    if (url == NULL || parse_url(q, url) != 0) {
-        snprintf(err, errlen,
-                 "bad Redis URL \"%s\": expected redis://HOST:PORT[/DB] or "
-                 "unix:///PATH",
-                 url != NULL ? url : "");
+    if (url == NULL || parse_url(q, url, err, errlen) != 0) {
+        if (url == NULL)
+            snprintf(err, errlen, "no Redis URL");
+        explicit_bzero(q->password, sizeof(q->password));
         free(q);
         return NULL;
     }
@@ -200,6 +266,7 @@ struct kf_queue *kf_queue_open(const char *url, int timeout_ms, char *err, size_
     sigpipe_restore(&g);
     if (rc != 0) {
         snprintf(err, errlen, "%s", q->error);
+        explicit_bzero(q->password, sizeof(q->password));
         free(q);
         return NULL;
     }
@@ -210,6 +277,7 @@ void kf_queue_close(struct kf_queue *q) {
     if (q == NULL)
         return;
     drop(q);
+    explicit_bzero(q->password, sizeof(q->password));
     free(q);
 }
 

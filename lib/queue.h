@@ -24,7 +24,10 @@ struct kf_queue;
 #define KF_QUEUE_DEAD "kforge:dead"
 #define KF_STREAM_ID_MAX 48
 
-/* Connects; NULL with a reason in err. timeout_ms bounds connect and every command. */
+/* Connects to url: redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH, either with
+ * ?password_file=PATH to read the password (AUTH) from a file that only its owner may read, so
+ * that the URL holds no secret. NULL with a reason in err. timeout_ms bounds connect and every
+ * command. The caller owns the result (kf_queue_close). */
 struct kf_queue *kf_queue_open(const char *url, int timeout_ms, char *err, size_t errlen);
 void kf_queue_close(struct kf_queue *q);
 const char *kf_queue_error(const struct kf_queue *q);

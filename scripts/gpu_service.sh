@@ -11,6 +11,11 @@ mkdir -p "$OUT/service"
   echo "host: $(id -un), zoneinfo UTC: $(ls /usr/share/zoneinfo/UTC 2>&1), postgres user: $(id postgres 2>&1 | head -c 60)"
   "$dir/kforge/bin/kforge" up --var "$dir/var" --port 0 --gpus "${GPU:-0}"
   echo "up exit $?"
+  # locked down (docs/security.md): private socket folder and secrets, passwords asked
+  ls -ld "$dir/var" "$dir/var/run/pg" "$dir/var/secrets" "$dir/var/api-key" "$dir"/var/secrets/*
+  echo "psql as nobody: $(runuser -u nobody -- env LD_LIBRARY_PATH="$dir/kforge/lib" \
+    "$dir"/kforge/pg/usr/lib/postgresql/*/bin/psql \
+    "host=$dir/var/run/pg port=5432 user=kforge dbname=kforge" -w -c 'SELECT 1' 2>&1 | tail -n 1)"
 } 2>&1 | tee "$OUT/service/up.txt"
 timeout "${LIMIT:-480}" python3 scripts/run_examples.py --evaluations --backend cuda --kforge "$dir/kforge/bin/kforge" \
   --var "$dir/var" --budget 1.0 --no-compile --json "$OUT/service/verdicts.json" 2>&1 | tee "$OUT/service/table.txt"

@@ -109,7 +109,10 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 
 
 class PgCluster:
-    """A PostgreSQL 15 cluster in a temporary directory: TCP on 127.0.0.1:port, socket in run/."""
+    """A PostgreSQL 15 cluster in a temporary directory, reached only through its socket in run/.
+
+    It trusts every connection (no passwords for tests to carry), which is safe only because no
+    TCP listens and the directory above run/ is mode 0700 (root and postgres alone pass)."""
 
     def __init__(self) -> None:
         # Under /tmp itself: pytest's own temporary directories are closed to the postgres user.
@@ -134,7 +137,7 @@ class PgCluster:
 
     def start(self) -> None:
         opts = (
-            f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off"
+            f"-p {self.port} -k {self.sock} -c listen_addresses='' -c fsync=off"
             " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
         self._run(
@@ -152,7 +155,7 @@ class PgCluster:
         return self.url(name)
 
     def url(self, db: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
+        return f"postgresql:///{db}?host={self.sock}&port={self.port}&user=postgres"
 
     def close(self) -> None:
         try:
