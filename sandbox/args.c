@@ -11,10 +11,10 @@
 static const char USAGE[] =
     "usage: kforge-jail --profile build|shell|run [--gpu N] --workdir DIR [--ro PATH]...\n"
     "         [--rw PATH]... [--time SECONDS] [--mem MIB] [--pids N] [--output-limit KIB]\n"
-    "         [--cpu SECONDS] [--cpus N] [--fsize MIB] [--nofile N] [--tmp-size MIB]\n"
-    "         [--shm-size MIB] [--env NAME[=VALUE]]... [--stdin FILE] [--host-uid UID]\n"
-    "         [--host-gid GID] [--cgroup-parent DIR] [--report FILE] [--record FILE]\n"
-    "         [--no-auto-python] -- COMMAND [ARGS...]\n"
+    "         [--cpu SECONDS] [--cpus N] [--fsize MIB] [--disk MIB] [--disk-files N]\n"
+    "         [--nofile N] [--tmp-size MIB] [--shm-size MIB] [--env NAME[=VALUE]]...\n"
+    "         [--stdin FILE] [--host-uid UID] [--host-gid GID] [--cgroup-parent DIR]\n"
+    "         [--report FILE] [--record FILE] [--no-auto-python] -- COMMAND [ARGS...]\n"
     "Runs COMMAND in a jail and exits with its status (128+signal when it was killed), or\n"
     "with 125 when the jail itself failed. A limit of 0 means none. See sandbox/README.md.\n";
 
@@ -35,6 +35,8 @@ enum {
     O_CPU,
     O_CPUS,
     O_FSIZE,
+    O_DISK,
+    O_DISK_FILES,
     O_NOFILE,
     O_TMP,
     O_SHM,
@@ -62,6 +64,8 @@ static const struct option LONGOPTS[] = {
     {"cpu", required_argument, NULL, O_CPU},
     {"cpus", required_argument, NULL, O_CPUS},
     {"fsize", required_argument, NULL, O_FSIZE},
+    {"disk", required_argument, NULL, O_DISK},
+    {"disk-files", required_argument, NULL, O_DISK_FILES},
     {"nofile", required_argument, NULL, O_NOFILE},
     {"tmp-size", required_argument, NULL, O_TMP},
     {"shm-size", required_argument, NULL, O_SHM},
@@ -156,6 +160,12 @@ static int apply(struct kf_jail_args *a, int opt, const char *v, char *err, size
         break;
     case O_FSIZE:
         bad = parse_u64(v, &o->fsize_mib);
+        break;
+    case O_DISK:
+        bad = parse_u64(v, &o->disk_mib);
+        break;
+    case O_DISK_FILES:
+        bad = parse_u64(v, &o->disk_files);
         break;
     case O_NOFILE:
         bad = parse_u64(v, &o->nofile);

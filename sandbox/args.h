@@ -3,7 +3,8 @@
  *
  *   kforge-jail --profile build|shell|run [--gpu N] --workdir DIR [--ro PATH]... [--rw PATH]...
  *               [--time SECONDS] [--mem MIB] [--pids N] [--output-limit KIB] [--cpu SECONDS]
- *               [--cpus N] [--fsize MIB] [--nofile N] [--tmp-size MIB] [--shm-size MIB]
+ *               [--cpus N] [--fsize MIB] [--disk MIB] [--disk-files N] [--nofile N]
+ *               [--tmp-size MIB] [--shm-size MIB]
  *               [--env NAME[=VALUE]]... [--stdin FILE] [--host-uid UID] [--host-gid GID]
  *               [--cgroup-parent DIR] [--report FILE] [--record FILE] [--no-auto-python]
  *               -- COMMAND [ARGS...]

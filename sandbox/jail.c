@@ -5,7 +5,8 @@
  *   2. the plan (plan.c) and the seccomp program (seccomp_filter.c), built before clone();
  *   3. clone() into new user, mount, PID, network, IPC, UTS and cgroup namespaces; the child
  *      (child.c) waits until this side has written its uid/gid maps and cgroup;
- *   4. the supervisor loop (supervise.c) until the jail's PID 1 is gone;
+ *   4. the supervisor loop (supervise.c) until the jail's PID 1 is gone, walking the writable
+ *      paths for the disk quota (disk.c) when one is set;
  *   5. the result: exit status, signal, which limit fired, captured output.
  */
 #include "jail.h"
@@ -24,6 +25,7 @@
 
 #include "cgroup.h"
 #include "child.h"
+#include "disk.h"
 #include "plan.h"
 #include "record.h"
 #include "seccomp_filter.h"
@@ -68,6 +70,8 @@ const char *kf_jail_limit_name(enum kf_jail_limit limit) {
         return "cpu";
     case KF_LIMIT_FSIZE:
         return "fsize";
+    case KF_LIMIT_DISK:
+        return "disk";
     case KF_LIMIT_NONE:
         break;
     }
@@ -180,6 +184,8 @@ static enum kf_jail_limit classify(const struct kf_jail_opts *o, const struct kf
     bool failed = r->exit_code != 0;
     if (s->killed_output)
         return KF_LIMIT_OUTPUT;
+    if (s->killed_disk)
+        return KF_LIMIT_DISK;
     if (oom)
         return KF_LIMIT_MEMORY;
     /* without a cgroup, RLIMIT_DATA makes allocations fail: a process that failed after
@@ -200,12 +206,14 @@ static enum kf_jail_limit classify(const struct kf_jail_opts *o, const struct kf
         return KF_LIMIT_CPU;
     if (r->signal == SIGXFSZ)
         return KF_LIMIT_FSIZE;
+    if (s->disk_over_at_end) /* the command ended on its own, holding more than its quota */
+        return KF_LIMIT_DISK;
     return KF_LIMIT_NONE;
 }
 
 static void fill_status(struct kf_jail_result *r, const struct kf_super *s) {
     int st = s->got_exit ? s->status : s->init_status;
-    if (!s->got_exit && (s->killed_time || s->killed_output || WIFSIGNALED(st))) {
+    if (!s->got_exit && (s->killed_time || s->killed_output || s->killed_disk || WIFSIGNALED(st))) {
         r->signal = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
         r->exit_code = 128 + r->signal;
     } else if (WIFEXITED(st)) {
@@ -226,6 +234,7 @@ struct jail_run {
     struct kf_plan plan;
     struct jail_pipes jp;
     struct kf_super sup;
+    struct kf_disk disk; /* the disk quota's roots (none without a quota) */
     struct kf_record *rec;
     int pidfd;
     pid_t pid;
@@ -241,6 +250,7 @@ static void cleanup(struct jail_run *j) {
     }
     free(j->sup.out.data);
     free(j->sup.err.data);
+    kf_disk_close(&j->disk);
     kf_seccomp_free(&j->plan.filter);
     kf_plan_free(&j->plan);
     kf_cgroup_destroy(&j->cg);
@@ -333,8 +343,19 @@ int kf_jail_run(const struct kf_jail_opts *o, struct kf_jail_result *r) {
         setup_failed(r, "%s", err);
         goto out;
     }
+    uint64_t disk_files = o->disk_files > 0 ? o->disk_files
+                          : o->disk_mib > 0 ? KF_JAIL_DISK_FILES_DEFAULT
+                                            : 0;
+    bool disk = o->disk_mib > 0 || disk_files > 0;
+    uint64_t disk_bytes = o->disk_mib > (UINT64_MAX >> 20) ? UINT64_MAX : o->disk_mib << 20;
+    if (disk && kf_disk_open(&j->disk, &j->plan, disk_bytes, disk_files,
+                             host_uid != 0 ? (int64_t)host_uid : -1, err, sizeof(err)) != 0) {
+        setup_failed(r, "%s", err);
+        goto out;
+    }
     j->plan.record = o->record_path != NULL;
-    if (kf_seccomp_build(o->profile, j->plan.record, &j->plan.filter, err, sizeof(err)) != 0) {
+    if (kf_seccomp_build(o->profile, j->plan.record, disk, &j->plan.filter, err, sizeof(err)) !=
+        0) {
         setup_failed(r, "%s", err);
         goto out;
     }
@@ -361,6 +382,7 @@ int kf_jail_run(const struct kf_jail_opts *o, struct kf_jail_result *r) {
     s->output_limit = o->output_limit_kib * 1024;
     s->cg = &j->cg;
     s->rec = j->rec;
+    s->disk = disk ? &j->disk : NULL;
     if (kf_supervise(s) != 0) {
         setup_failed(r, "%s", "supervisor: poll or wait failed; the jail was killed");
         goto out;
@@ -370,11 +392,21 @@ int kf_jail_run(const struct kf_jail_opts *o, struct kf_jail_result *r) {
         setup_failed(r, "setup: %s", s->error_text);
         goto out;
     }
-    if (!s->ready && !s->killed_time && !s->killed_output) {
+    if (!s->ready && !s->killed_time && !s->killed_output && !s->killed_disk) {
         setup_failed(r, "%s", "setup: the jail's PID 1 ended before the command started");
         goto out;
     }
     r->limit = classify(o, s, &j->cg, &j->plan, r, nproc_effective);
+    if (disk) {
+        r->disk_measured = true;
+        r->disk_kib = (j->disk.peak_bytes + 1023) / 1024;
+        r->disk_files = j->disk.peak_files;
+        if (r->limit == KF_LIMIT_DISK)
+            r->disk_over = j->disk.over;
+        if (r->disk_over == KF_DISK_UNMEASURABLE)
+            note_add(r, "disk: a directory in the writable paths could not be read, or lay "
+                        "deeper than the walk goes: counted as over the quota.");
+    }
     if (pids_rlimit && !nproc_effective && !s->pid_max_ok)
         r->pids_enforcement = "none";
     if (pids_rlimit && !nproc_effective)

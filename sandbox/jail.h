@@ -39,6 +39,18 @@ enum kf_jail_limit {
     KF_LIMIT_OUTPUT, /* captured output passed its limit: the jail killed the command */
     KF_LIMIT_CPU,    /* RLIMIT_CPU (SIGXCPU, then SIGKILL) */
     KF_LIMIT_FSIZE,  /* RLIMIT_FSIZE (SIGXFSZ) */
+    KF_LIMIT_DISK,   /* the writable paths held more than the disk quota: the jail killed it */
+};
+
+/* Entries the writable paths may hold when a disk quota is set without disk_files. */
+#define KF_JAIL_DISK_FILES_DEFAULT 100000
+
+/* Why the disk quota fired (kf_jail_result.disk_over). */
+enum kf_jail_disk_over {
+    KF_DISK_UNDER = 0,    /* it did not */
+    KF_DISK_OVER_BYTES,   /* more than disk_mib allocated */
+    KF_DISK_OVER_FILES,   /* more than disk_files entries */
+    KF_DISK_UNMEASURABLE, /* a directory the supervisor cannot read, or too deep to walk */
 };
 
 struct kf_jail_opts {
@@ -58,6 +70,9 @@ struct kf_jail_opts {
     uint64_t pids;             /* process (and thread) limit, 0 for none */
     uint64_t output_limit_kib; /* stdout + stderr captured, 0 for no limit */
     uint64_t fsize_mib;        /* largest file the command may write (RLIMIT_FSIZE), 0: none */
+    uint64_t disk_mib;         /* the most the workdir and the rw paths may hold, 0: no quota */
+    uint64_t disk_files;       /* the most entries they may hold, 0: KF_JAIL_DISK_FILES_DEFAULT
+                                  when disk_mib is set, else none */
     uint64_t nofile;           /* open files (RLIMIT_NOFILE), 0: keep the caller's */
     uint64_t tmp_mib;          /* size of the tmpfs at /tmp */
     uint64_t shm_mib;          /* size of the tmpfs at /dev/shm */
@@ -89,6 +104,11 @@ struct kf_jail_result {
     char notes[512]; /* how limits were enforced on this host, e.g. no delegated cgroup */
     const char *memory_enforcement; /* "cgroup", "rlimit" or "none" (static strings) */
     const char *pids_enforcement;   /* "cgroup", "rlimit", "pid_max" or "none" */
+    bool disk_measured;             /* a disk quota was set: the fields below mean something */
+    uint64_t disk_kib;   /* the most the writable paths held at one walk (a walk stops counting
+                            once past the quota, so on a disk kill this is a lower bound) */
+    uint64_t disk_files; /* likewise, the most entries */
+    enum kf_jail_disk_over disk_over; /* why limit is KF_LIMIT_DISK */
 };
 
 /* Fills opts with the defaults (profile shell, no GPU, limits as README.md lists them).

@@ -44,6 +44,11 @@ int kf_jail_write_report(const char *path, const struct kf_jail_result *r) {
     json_string(f, r->memory_enforcement);
     fputs(",\"pids\":", f);
     json_string(f, r->pids_enforcement);
+    if (r->disk_measured)
+        fprintf(f, ",\"disk_kib\":%llu,\"disk_files\":%llu", (unsigned long long)r->disk_kib,
+                (unsigned long long)r->disk_files);
+    else
+        fputs(",\"disk_kib\":null,\"disk_files\":null", f);
     fputs(",\"notes\":", f);
     json_string(f, r->notes);
     fputs("}\n", f);

@@ -105,11 +105,24 @@ static int resolve(const char *entry) {
     return nr;
 }
 
-static int allow_list(scmp_filter_ctx ctx, const char *const *list, char *err, size_t errlen) {
+/* inotify lets a command see the disk quota's walk pass its directories (IN_OPEN, IN_ACCESS)
+ * and move what it wrote behind the walk: under a quota these answer ENOSYS (programs such as
+ * tail then poll instead). */
+static const char *const quota_denied[] = {"inotify_init", "inotify_init1", NULL};
+
+static bool listed(const char *const *list, int nr) {
+    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
+        if (resolve(list[i]) == nr)
+            return true;
+    return false;
+}
+
+static int allow_list(scmp_filter_ctx ctx, const char *const *list, const char *const *skip,
+                      char *err, size_t errlen) {
     for (size_t i = 0; list[i] != NULL; i++) {
         int nr = resolve(list[i]);
-        if (nr == __NR_SCMP_ERROR)
-            continue; /* unknown to this libseccomp and given no number */
+        if (nr == __NR_SCMP_ERROR || listed(skip, nr))
+            continue; /* unknown to this libseccomp and given no number, or denied here */
         int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
         if (rc != 0 && rc != -EEXIST) {
             snprintf(err, errlen, "seccomp rule %s: %s", list[i], strerror(-rc));
@@ -203,8 +216,8 @@ static int export_bpf(scmp_filter_ctx ctx, struct sock_fprog *prog) {
     return 0;
 }
 
-int kf_seccomp_build(enum kf_jail_profile profile, bool record, struct sock_fprog *prog, char *err,
-                     size_t errlen) {
+int kf_seccomp_build(enum kf_jail_profile profile, bool record, bool disk_quota,
+                     struct sock_fprog *prog, char *err, size_t errlen) {
     prog->len = 0;
     prog->filter = NULL;
     scmp_filter_ctx ctx = seccomp_init(record ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM));
@@ -221,9 +234,17 @@ int kf_seccomp_build(enum kf_jail_profile profile, bool record, struct sock_fpro
         snprintf(err, errlen, "seccomp attributes");
         goto out;
     }
-    if (allow_list(ctx, kf_syscalls_common, err, errlen) != 0 ||
-        allow_list(ctx, extra, err, errlen) != 0)
+    const char *const *skip = disk_quota ? quota_denied : NULL;
+    if (allow_list(ctx, kf_syscalls_common, skip, err, errlen) != 0 ||
+        allow_list(ctx, extra, skip, err, errlen) != 0)
         goto out;
+    for (size_t i = 0; skip != NULL && skip[i] != NULL; i++) {
+        int nr = resolve(skip[i]);
+        if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0) != 0) {
+            snprintf(err, errlen, "seccomp rule %s", skip[i]);
+            goto out;
+        }
+    }
     if (arg_rules(ctx) != 0) {
         snprintf(err, errlen, "seccomp argument rules");
         goto out;

@@ -15,10 +15,11 @@
 /* Builds the filter of profile: the allow-list, argument checks (clone without namespace
  * flags, socket families, personality), clone3 answering ENOSYS, anything else EPERM.
  * record: anything else is passed to a user-notification listener instead (see README.md).
+ * disk_quota: inotify_init and inotify_init1 answer ENOSYS (see seccomp_filter.c).
  * On success fills prog (prog->filter is malloc'd, free it with kf_seccomp_free) and
  * returns 0; otherwise -1 with a reason in err. */
-int kf_seccomp_build(enum kf_jail_profile profile, bool record, struct sock_fprog *prog, char *err,
-                     size_t errlen);
+int kf_seccomp_build(enum kf_jail_profile profile, bool record, bool disk_quota,
+                     struct sock_fprog *prog, char *err, size_t errlen);
 
 /* Frees prog->filter. */
 void kf_seccomp_free(struct sock_fprog *prog);

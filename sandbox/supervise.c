@@ -1,4 +1,5 @@
-/* supervise.c: the poll loop over the jail's pipes, PID 1's pidfd and the wall clock. */
+/* supervise.c: the poll loop over the jail's pipes, PID 1's pidfd, the wall clock and the
+ * disk quota's walks. */
 #include "supervise.h"
 
 #include <dirent.h>
@@ -121,11 +122,46 @@ static int read_msgs(struct kf_super *s) {
     }
 }
 
+struct disk_clock {
+    uint64_t next; /* the next walk, at the latest */
+    uint64_t last; /* when the last walk ended */
+};
+
+/* Measures the disk quota when its time has come (once nothing else killed the jail), kills
+ * the jail when it is passed, and returns the milliseconds until it wants to look again (-1:
+ * never). A walk comes KF_DISK_INTERVAL_MS after the last one ended, or twice the walk's own
+ * time when that is longer, so that a large tree does not keep the supervisor busy; and
+ * sooner (but no sooner than a walk's time after the last) when the filesystems' free space
+ * says that the quota may have been passed. */
+static int disk_check(struct kf_super *s, struct disk_clock *c) {
+    if (s->disk == NULL || s->killed_disk || s->killed_time || s->killed_output)
+        return -1;
+    uint64_t now = kf_now_ms();
+    bool due = now >= c->next;
+    if (!due && now >= c->last + s->disk->walk_ms)
+        due = kf_disk_grew(s->disk);
+    if (due) {
+        /* the jail's /proc is read only once PID 1 has built the view: before, /proc/PID/root
+         * is the host's own root */
+        if (kf_disk_measure(s->disk, s->ready ? s->pid : -1) != KF_DISK_UNDER) {
+            s->killed_disk = true;
+            kill_jail(s);
+            return -1;
+        }
+        uint64_t wait = s->disk->walk_ms * 2;
+        now = c->last = kf_now_ms();
+        c->next = now + (wait > KF_DISK_INTERVAL_MS ? wait : KF_DISK_INTERVAL_MS);
+    }
+    uint64_t left = c->next - now;
+    return (int)(left < KF_DISK_PROBE_MS ? left : KF_DISK_PROBE_MS);
+}
+
 enum { SP_OUT, SP_ERR, SP_MSG, SP_PID, SP_SOCK, SP_LISTEN, SP_N };
 
 int kf_supervise(struct kf_super *s) {
     s->tasks_at_kill = -1;
     bool out_eof = false, err_eof = false, msg_eof = false, exited = false;
+    struct disk_clock disk_clock = {0, 0}; /* the first walk at once: what is there counts */
     while (!exited) {
         struct pollfd p[SP_N];
         int fds[SP_N] = {out_eof ? -1 : s->out_fd,
@@ -147,6 +183,9 @@ int kf_supervise(struct kf_super *s) {
             }
             timeout = (int)(deadline - now);
         }
+        int disk_wait = disk_check(s, &disk_clock);
+        if (disk_wait >= 0 && (timeout < 0 || disk_wait < timeout))
+            timeout = disk_wait;
         int n = poll(p, SP_N, timeout);
         if (n < 0 && errno == EINTR)
             continue;
@@ -184,6 +223,9 @@ int kf_supervise(struct kf_super *s) {
         (void)read_stream(s, s->err_fd, &s->err);
     if (!msg_eof)
         (void)read_msgs(s);
+    /* once more now that nothing writes: what the last interval added counts too */
+    if (s->disk != NULL && !s->killed_disk && kf_disk_measure(s->disk, -1) != KF_DISK_UNDER)
+        s->disk_over_at_end = true;
     if (w < 0 && errno == ECHILD) /* the caller ignores SIGCHLD: PID 1 was reaped for us; the
                                    * command's status came on the message pipe */
         memset(&s->ru, 0, sizeof(s->ru));

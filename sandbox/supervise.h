@@ -1,8 +1,8 @@
 /*
  * supervise.h: the supervisor's loop, outside the jail. It reads the command's stdout and
  * stderr as they come (so the command never blocks on a full pipe) up to the output limit,
- * reads PID 1's messages, enforces the wall clock, serves the record mode's listener, and
- * returns once the jail's PID 1, and with it the whole PID namespace, is gone.
+ * reads PID 1's messages, enforces the wall clock and the disk quota, serves the record mode's
+ * listener, and returns once the jail's PID 1, and with it the whole PID namespace, is gone.
  */
 #ifndef KFORGE_SANDBOX_SUPERVISE_H
 #define KFORGE_SANDBOX_SUPERVISE_H
@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "disk.h"
 #include "record.h"
 
 struct kf_buf {
@@ -34,12 +35,14 @@ struct kf_super {
     uint64_t output_limit; /* bytes, 0 for none */
     const struct kf_cgroup *cg;
     struct kf_record *rec; /* record mode, else NULL */
+    struct kf_disk *disk;  /* the disk quota, measured every KF_DISK_INTERVAL_MS, else NULL */
 
     /* out */
     struct kf_buf out, err;
     bool truncated;
-    bool killed_time, killed_output;
-    bool ready; /* PID 1 built the view and started the command */
+    bool killed_time, killed_output, killed_disk;
+    bool disk_over_at_end; /* the walk after the command ended found the quota passed */
+    bool ready;            /* PID 1 built the view and started the command */
     bool pid_max_ok;
     bool got_exit; /* the command's status is known */
     int status;    /* the command's wait status */
