@@ -58,15 +58,16 @@ static void vpath(char *out, size_t n, const char *var, const char *rel) {
         out[0] = '\0';
 }
 
-/* Makes folder p (mode) if missing, else checks that it is a folder and not a link; then gives
- * it to uid:gid and mode where it differs (an older var/ gave run/ to postgres, mode 755). */
-static int own_dir(const char *p, uid_t uid, gid_t gid, mode_t mode) {
+/* Makes folder p (mode) if missing, else checks that it is a folder (and not a link, unless
+ * follow: var/ itself may be one); then gives it to uid:gid and mode where it differs (an older
+ * var/ gave run/ to postgres, mode 755). */
+static int own_dir(const char *p, uid_t uid, gid_t gid, mode_t mode, bool follow) {
     struct stat st;
     if (mkdir(p, mode) != 0 && errno != EEXIST) {
         fprintf(stderr, "kforge up: mkdir %s: %s\n", p, strerror(errno));
         return -1;
     }
-    if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if ((follow ? stat(p, &st) : lstat(p, &st)) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "kforge up: %s is not a folder\n", p);
         return -1;
     }
@@ -125,7 +126,8 @@ static int lock_logs(const char *dir) {
  * folders). */
 static int pg_can_reach(const char *var, const struct passwd *pw) {
     char p[PATH_MAX];
-    snprintf(p, sizeof(p), "%s", var);
+    if (realpath(var, p) == NULL) /* not made yet: its path as given */
+        snprintf(p, sizeof(p), "%s", var);
     for (char *slash = strrchr(p, '/'); slash != NULL; slash = strrchr(p, '/')) {
         *slash = '\0';
         const char *dir = p[0] ? p : "/";
@@ -167,11 +169,12 @@ int kfc_var_lockdown(const char *var, const char *pg_user) {
         {"run", false, reach}, {"run/pg", true, 0700}, {"log", false, reach},
         {"pg", true, 0700},    {"redis", false, 0700}, {"secrets", false, 0700},
     };
-    if (own_dir(var, me, my_g, reach) != 0)
+    if (own_dir(var, me, my_g, reach, true) != 0)
         return -1;
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
         vpath(p, sizeof(p), var, dirs[i].rel);
-        if (own_dir(p, dirs[i].pg_owns ? pg : me, dirs[i].pg_owns ? pg_g : my_g, dirs[i].mode))
+        if (own_dir(p, dirs[i].pg_owns ? pg : me, dirs[i].pg_owns ? pg_g : my_g, dirs[i].mode,
+                    false))
             return -1;
     }
     vpath(p, sizeof(p), var, "log");
@@ -420,7 +423,12 @@ int kfc_pg_ensure(struct kfc_services *s, bool *started) {
         s->pg_port = s->pg_listen ? kfc_free_port() : 5432; /* a socket only: no port to share */
     pg_urls(s, admin, sizeof(admin));
     int rc = 0;
-    if (PQping(admin) != PQPING_OK) {
+    PGPing ping = PQping(admin);
+    for (int i = 0; ping == PQPING_REJECT && i < 600; i++) { /* starting, or recovering */
+        sleep_ms(100);
+        ping = PQping(admin);
+    }
+    if (ping != PQPING_OK) {
         rc = pg_start(s, pw);
         *started = rc == 0;
     }

@@ -500,7 +500,7 @@ int kfc_up_main(int argc, char **argv) {
         fprintf(stderr, "kforge up: Redis was not running: started it on port %d\n",
                 u.svc.redis_port);
     bool moved = u.svc.pg_port != pg_was || u.svc.redis_port != redis_was;
-    if (ensure_programs(&u, moved && (pg_was || redis_was)) != 0)
+    if (ensure_programs(&u, moved) != 0)
         goto fail;
     if (write_stack_env(&u) != 0)
         return 1;
