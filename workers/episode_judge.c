@@ -198,14 +198,15 @@ static void judge_argv(struct kfw_episode *ep, const char *phase, bool reference
         argv[n++] = "--phase";
         argv[n++] = phase;
         argv[n++] = "--progress";
-        if (w->cfg.jail[0]) {
-            argv[n++] = "--jail";
-            argv[n++] = w->cfg.jail;
-            if (w->gpu >= 0) {
-                snprintf(store[1], sizeof(store[1]), "%ld", w->gpu);
-                argv[n++] = "--gpu";
-                argv[n++] = store[1];
-            }
+    }
+    /* the task's code runs in the jail too (profile-reference's and evaluate's task process) */
+    if (w->cfg.jail[0]) {
+        argv[n++] = "--jail";
+        argv[n++] = w->cfg.jail;
+        if (w->gpu >= 0) {
+            snprintf(store[1], sizeof(store[1]), "%ld", w->gpu);
+            argv[n++] = "--gpu";
+            argv[n++] = store[1];
         }
     }
     if (w->gpu >= 0) {

@@ -306,16 +306,17 @@ static void build_argv(struct kfw *w, const struct kfw_job *job, const char *for
             argv[n++] = "--budget";
             argv[n++] = store[1];
         }
-        if (w->cfg.jail[0]) {
-            argv[n++] = "--jail";
-            argv[n++] = w->cfg.jail;
-            if (w->gpu >= 0) {
-                snprintf(store[2], sizeof(store[2]), "%ld", w->gpu);
-                argv[n++] = "--gpu";
-                argv[n++] = store[2];
-            }
-        }
         argv[n++] = "--progress";
+    }
+    /* the task's code runs in the jail too (check-task's and evaluate's task process) */
+    if (w->cfg.jail[0]) {
+        argv[n++] = "--jail";
+        argv[n++] = w->cfg.jail;
+        if (w->gpu >= 0) {
+            snprintf(store[2], sizeof(store[2]), "%ld", w->gpu);
+            argv[n++] = "--gpu";
+            argv[n++] = store[2];
+        }
     }
     if (w->gpu >= 0) {
         /* the workers of one GPU (kforge up --slots) build side by side, one at a time on it */

@@ -1,37 +1,58 @@
-"""baseline: eager and torch.compile times of a task, from the cache or measured now."""
+"""baseline: eager and torch.compile times of a task, from the cache or measured now (in the
+task's own process: kforge_harness.refrunner)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 import secrets
 from typing import Any
 
-from kforge_harness import baseline, inputs, timing
+from kforge_harness import baseline
 from kforge_harness.envinfo import env_info
-from kforge_harness.judge import _set_precision, device_for, make_reference
-from kforge_harness.task import TaskError, load_task
+from kforge_harness.judge import device_for, measure_baselines
+from kforge_harness.launch import Options
+from kforge_harness.reference import Reference, TaskFailed, open_task, read_task
 
 
 def run_baseline(
-    task_path: str, backend: str, use_cache: bool, budget_s: float, n_sets: int = 3, with_compile: bool = True
+    task_path: str,
+    backend: str,
+    use_cache: bool,
+    budget_s: float,
+    n_sets: int = 3,
+    with_compile: bool = True,
+    opts: Options | None = None,
 ) -> dict[str, Any]:
+    """The baseline object (``eager``, ``compile``, ``cached``), or ``{"error": ...}`` when the
+    task cannot be measured. ``opts``: how the task's process runs (jail, GPU, limits)."""
     env = env_info(backend)
+    o = opts or Options(backend=backend)
     try:
-        task = load_task(task_path, backend)
-        device = device_for(backend)
-    except TaskError as e:
+        sha = hashlib.sha256(read_task(task_path)).hexdigest()
+    except TaskFailed as e:
         return {"error": str(e), "env": env}
-    _set_precision(task.allow_tf32)
-    path = baseline.cache_path(task.sha256, env)
+    path = baseline.cache_path(sha, env)
     if use_cache:
         cached = baseline.load_cached(path)
         if cached is not None and not (with_compile and cached.get("compile_error") == "not requested"):
-            return {"task_sha256": task.sha256, "cached": True, "env": env, **cached}
-    model, _ = make_reference(task, device, secrets.randbits(62))
-    sets = [inputs.draw(task, "task", secrets.randbits(62), device) for _ in range(n_sets)]
-    policy = timing.Policy(budget_s=budget_s)
-    rng = random.Random(secrets.randbits(62))
-    scales = [rng.uniform(0.5, 2.0) for _ in range(policy.max_reps)]
-    data = baseline.measure_baselines(model, sets, device, policy, with_compile, scales=scales)
+            return {"task_sha256": sha, "cached": True, "env": env, **cached}
+    ref: Reference | None = None
+    try:
+        device = device_for(backend)
+        ref = open_task(task_path, o, secrets.randbits(62))
+        ref.load(secrets.randbits(62), device)
+        slots = [f"t{i}" for i in range(n_sets)]
+        for s in slots:
+            ref.draw(s, "task", secrets.randbits(62), device, send=False)
+        rng = random.Random(secrets.randbits(62))
+        policy = {"budget_s": budget_s}
+        scales = [rng.uniform(0.5, 2.0) for _ in range(o.timing_policy.max_reps)]
+        data = measure_baselines(ref, slots, policy, with_compile, scales, o.init_timeout)
+    except TaskFailed as e:
+        return {"error": f"task: {e}", "env": env}
+    finally:
+        if ref is not None:
+            ref.close()
     baseline.store(path, data)
-    return {"task_sha256": task.sha256, "cached": False, "env": env, **data}
+    return {"task_sha256": sha, "cached": False, "env": env, **data}

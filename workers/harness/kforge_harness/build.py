@@ -34,7 +34,12 @@ ALLOWED_NEEDED = re.compile(
 FORBIDDEN_NATIVE = [
     (re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/|Python\.h|pybind11)"), "torch_in_native"),
     (re.compile(r"\bdl(open|sym|mopen)\s*\("), "dynamic_loading"),
-    (re.compile(r"\b(fork|execve|execvp|execl|system|popen|pthread_create)\s*\("), "native_process"),
+    (
+        re.compile(
+            r"\b(v?fork|clone3?|execv\w*|execl\w*|fexecve|posix_spawnp?|system|popen|pthread_create)\s*\("
+        ),
+        "native_process",
+    ),
     (re.compile(r"std::(thread|async|jthread)\b"), "native_process"),
 ]
 
@@ -221,6 +226,23 @@ def scan_native(cand: Candidate) -> list[str]:
     return flags
 
 
+def binary_flags(lib: str) -> list[str]:
+    """Flags for what a built library links and imports, however its sources spelled it: a
+    library outside the allow-list (``forbidden_library``), a call that starts a process
+    (``native_process``: fork, vfork, clone, exec*, posix_spawn, system, popen). Checked on every
+    evaluation, a cached build's too."""
+    flags = []
+    if any(not ALLOWED_NEEDED.match(name) for name in needed_libraries(lib)):
+        flags.append("forbidden_library")
+    try:
+        imports = elfsyms.undefined_symbols(lib)
+    except (OSError, ValueError, IndexError):
+        imports = []
+    if any(elfsyms.PROCESS_IMPORTS.match(n) for n in imports):
+        flags.append("native_process")
+    return flags
+
+
 def needed_libraries(path: str) -> list[str]:
     """The DT_NEEDED entries of a shared library, read with readelf (empty if unavailable)."""
     try:
@@ -253,7 +275,7 @@ def build_native(
     lib = os.path.join(final_dir, "libcandidate.so")
     flags = scan_native(cand)
     if os.path.isfile(lib):
-        return BuildResult(lib=lib, cached=True, command=template, flags=flags)
+        return BuildResult(lib=lib, cached=True, command=template, flags=flags + binary_flags(lib))
     os.makedirs(os.path.dirname(final_dir), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(final_dir))
     try:
@@ -280,10 +302,7 @@ def build_native(
         seconds = time.monotonic() - t0
         if rc != 0:
             raise BuildError(f"{compiler} exited with status {rc}", trim(diag))
-        for name in needed_libraries(out):
-            if not ALLOWED_NEEDED.match(name):
-                flags.append("forbidden_library")
-                break
+        flags += binary_flags(out)
         try:
             os.rename(tmp, final_dir)
         except OSError:

@@ -93,10 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     bl.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
     bl.add_argument("--no-cache", action="store_true")
     bl.add_argument("--budget", type=float, default=2.0)
+    _task_process_args(bl)
 
     ct = sub.add_parser("check-task", help="is this task fit to be a task?")
     ct.add_argument("--task", required=True)
     ct.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    _task_process_args(ct)
     ct.add_argument("--min-ms", type=float)
     ct.add_argument("--max-ms", type=float)
     ct.add_argument(
@@ -111,11 +113,32 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--budget", type=float, default=1.0)
     pr.add_argument("--no-compile", action="store_true")
     pr.add_argument("--gpu-lock", default=os.environ.get("KFORGE_GPU_LOCK") or None)
+    _task_process_args(pr)
 
     ins = sub.add_parser("inspect", help="the module's computation graph")
     ins.add_argument("--task", required=True)
     ins.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
+    _task_process_args(ins)
     return p
+
+
+def _task_process_args(p: argparse.ArgumentParser) -> None:
+    """The options of the task's own process (kforge_harness.refrunner), for the commands
+    that run a task without a candidate."""
+    p.add_argument("--jail", help="kforge-jail binary: the task runs in its run profile")
+    p.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the task's process gets")
+    p.add_argument("--mem-limit-mib", type=int, help="the task's process's memory limit")
+
+
+def _task_options(args: argparse.Namespace) -> Any:
+    from kforge_harness.launch import Options
+
+    return Options(
+        backend=args.backend,
+        jail=os.path.abspath(args.jail) if args.jail else None,
+        gpu=args.gpu,
+        mem_limit_mib=args.mem_limit_mib,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -164,7 +187,11 @@ def main(argv: list[str]) -> int:
         elif args.cmd == "baseline":
             from kforge_harness.baseline_cmd import run_baseline
 
-            emit(run_baseline(args.task, args.backend, not args.no_cache, args.budget))
+            emit(
+                run_baseline(
+                    args.task, args.backend, not args.no_cache, args.budget, opts=_task_options(args)
+                )
+            )
         elif args.cmd == "check-task":
             from kforge_harness.check_task import WINDOWS_MS, check_task
 
@@ -176,30 +203,33 @@ def main(argv: list[str]) -> int:
             lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
             if lock is not None:
                 lock.acquire()
-            emit(check_task(args.task, args.backend, window))
+            emit(check_task(args.task, args.backend, window, opts=_task_options(args)))
         elif args.cmd == "profile-reference":
             from kforge_harness.baseline_cmd import run_baseline
-            from kforge_harness.inspect_graph import inspect_task
+            from kforge_harness.reference import TaskFailed, inspect
 
             lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
             if lock is not None:
                 lock.acquire()
+            opts = _task_options(args)
             out = {
                 "baseline": run_baseline(
-                    args.task, args.backend, True, args.budget, with_compile=not args.no_compile
-                ),
-                "graph": inspect_task(args.task, args.backend),
+                    args.task, args.backend, True, args.budget, with_compile=not args.no_compile, opts=opts
+                )
             }
+            try:
+                out["graph"] = inspect(args.task, opts)
+            except TaskFailed as e:
+                out["graph"] = {"error": str(e)}
             if lock is not None:
                 out["gpu_lock_held_s"] = round(lock.held_s() or 0.0, 3)
             emit(out)
         elif args.cmd == "inspect":
-            from kforge_harness.inspect_graph import inspect_task
-            from kforge_harness.task import TaskError
+            from kforge_harness.reference import TaskFailed, inspect
 
             try:
-                emit(inspect_task(args.task, args.backend))
-            except TaskError as e:
+                emit(inspect(args.task, _task_options(args)))
+            except TaskFailed as e:
                 emit({"error": str(e)})
                 return 1
     except Exception as e:  # noqa: BLE001 - a harness failure: say so on stderr, exit 2

@@ -20,6 +20,12 @@ FORBIDDEN_IMPORTS = [
     (re.compile(r"^_ZN\w*3c1010Dispatcher"), "c10::Dispatcher"),
     (re.compile(r"^_ZN2at4cuda4blas"), "at::cuda::blas:: (PyTorch's GEMMs)"),
 ]
+# Imports that start a process or replace the program: a native candidate may not (the jail
+# contains them, and a kernel has no use for them). Not pthread_create or syscall: nvcc's static
+# CUDA runtime imports both into every library.
+PROCESS_IMPORTS = re.compile(
+    r"^(v?fork|__libc_fork|_Fork|clone3?|execv\w*|execl\w*|execve\w*|fexecve|posix_spawnp?|system|popen)$"
+)
 # (Not among them: the guards that exclude dispatch keys, which PyTorch's own inline factories
 # use (torch::empty_like); calls made under one still enter the dispatcher, where the profiler of
 # the checked calls records them. Nor the dynamic loader: nvcc links its static CUDA runtime,

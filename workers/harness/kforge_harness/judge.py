@@ -1,12 +1,12 @@
 """The judge: evaluates a candidate against a task and reaches a verdict.
 
-Owns the secret seed, the reference model and its outputs, and the comparison; runs the
-candidate only through a separate runner process (``proc.RunnerProcess``).
+Owns the secret seed, the comparison and the verdict. It runs no user code: the candidate runs
+in its runner (``proc.RunnerProcess``), the task in a process of its own
+(``reference.Reference``), and the judge compares its own copies of what the two send.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import random
 import secrets
@@ -16,13 +16,13 @@ from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, compare, devshare, inputs, jailwrap, timing, wire
+from kforge_harness import REWARD_VERSION, baseline, compare, inputs, jailwrap, timing, wire
 from kforge_harness.envinfo import env_info
 from kforge_harness.launch import Launch, Options, prepare, progress
 from kforge_harness.proc import RunnerDied
+from kforge_harness.reference import Reference, TaskFailed
 from kforge_harness.reward import reward
-from kforge_harness.task import Task, TaskError, load_task
-from kforge_harness.transport import Transport
+from kforge_harness.transport import Transport, connect_devshare
 
 __all__ = ["Options", "evaluate", "evaluate_launched"]
 
@@ -110,34 +110,16 @@ class Verdict:
 def device_for(backend: str) -> torch.device:
     if backend == "cuda":
         if not torch.cuda.is_available():
-            raise TaskError("backend cuda requested but no CUDA device is visible")
+            raise TaskFailed("backend cuda requested but no CUDA device is visible")
         return torch.device("cuda")
     return torch.device("cpu")
 
 
-def _set_precision(allow_tf32: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-
-
-def make_reference(task: Task, device: torch.device, init_seed: int) -> tuple[torch.nn.Module, list[Any]]:
-    init_args = task.get_init_inputs()
-    torch.manual_seed(init_seed)
-    model = task.model_class()(*init_args).to(device)
-    return model, init_args
-
-
 # The timed calls' inputs are rescaled (so a candidate that keys a cache on its input buffers
 # returns stale outputs, which their fingerprints catch) by a factor drawn from the first of
-# these ranges that keeps the reference finite (Evaluation._scale_range); the narrowest still
+# these ranges that keeps the reference finite (RefRunner.scale_range); the narrowest still
 # moves the outputs of most tasks by ten times the float32 tolerance.
 SCALE_RANGES = ((0.5, 2.0), (0.9, 1.1), (0.99, 1.01), (0.999, 1.001))
-
-
-def reference_outputs(model: torch.nn.Module, args: list[Any]) -> Any:
-    """The reference's outputs, left on the device where they were computed."""
-    with torch.no_grad():
-        return model(*args)
 
 
 class Evaluation:
@@ -149,10 +131,11 @@ class Evaluation:
         self.opts = launch.opts
         self.t0 = launch.t0
         self.v = Verdict(launch.opts.backend)
-        # a near miss's float64 reference (compare.conditioned): the model's float64 copy, made
-        # on the first near miss, and each output's slack, which the timed outputs' check keeps
-        self._ref64: torch.nn.Module | None = None
+        # each output's slack from a near miss's float64 reference (compare.conditioned), which
+        # the timed outputs' check keeps
         self._slack: list[float] = []
+        self.ref: Reference | None = launch.ref  # the task's process
+        self.tolerance: dict[str, float] | None = None
         # where the wall time goes: seconds from the judge's start to the end of each phase
         # ("started_s": the process's age then, its imports)
         self.v.r["phases"] = {"started_s": launch.started_s, **launch.marks}
@@ -166,17 +149,27 @@ class Evaluation:
         self.secret = self.opts.seed if self.opts.seed is not None else secrets.randbits(62)
 
     def close(self) -> None:
+        self._close_runner()
+        if self.ref is not None:
+            self.ref.close()
+            self.ref = None
+        if self.lock is not None:
+            self.lock.release()
+        shutil.rmtree(self.xfer, ignore_errors=True)
+
+    def _close_runner(self) -> None:
+        """Ends the candidate's runner and everything it started (before the baselines are
+        timed: no process of the candidate's exists then)."""
         self.transport.release()
         for s in (self.transport.sock, self.dev_listener):
             if s is not None:
                 s.close()
+        self.dev_listener = None
         if self.runner is not None:
             self.runner.close()
             self.v.r["runner_log"] = self.runner.log()
             self.runner = None
-        if self.lock is not None:
-            self.lock.release()
-        shutil.rmtree(self.xfer, ignore_errors=True)
+        self.transport.sock = None
 
     def mark(self, phase: str) -> None:
         self.v.r["phases"][phase] = round(time.monotonic() - self.t0, 3)
@@ -225,22 +218,23 @@ class Evaluation:
             return self.v.finish("ok", "built (not run: phase build)")
         if launch.lock_wait_s is not None:
             self.v.r["gpu_lock_wait_s"] = launch.lock_wait_s
-        # the runner is starting (Python, PyTorch, the CUDA context) while the judge loads the
-        # task and builds its reference
-        try:
-            task = load_task(launch.task_path, o.backend)
-            device = device_for(o.backend)
-        except TaskError as e:
-            return self.v.finish("infra_error", f"task: {e}")
-        _set_precision(task.allow_tf32)
+        # the runner is starting (Python, PyTorch, the CUDA context) while the task's process
+        # loads the task and builds the reference
+        if launch.task_error is not None or self.ref is None:
+            return self.v.finish("infra_error", f"task: {launch.task_error or 'no task process'}")
         init_seed = self._seed("init")
         try:
-            ref_model, init_args = make_reference(task, device, init_seed)
-        except Exception as e:  # noqa: BLE001 - the task's constructor may raise anything
-            return self.v.finish("infra_error", f"task: Model() raised {type(e).__name__}: {e}")
-
+            device = device_for(o.backend)
+            self.ref.attach(self.secret)
+            meta = self.ref.load(init_seed, device)
+        except TaskFailed as e:
+            return self.v.finish("infra_error", f"task: {e}")
+        self.tolerance = meta["tolerance"]
+        self.v.r["reference"] = {"transfer": self.ref.transfer}
         try:
-            return self._judge(task, device, ref_model, init_args, init_seed)
+            return self._judge(meta, device, init_seed)
+        except TaskFailed as e:  # the task's process failed under a check: not the candidate's doing
+            return self.v.finish("infra_error", f"task: {e}")
         except wire.ChannelTimeout:
             return self.v.finish("timeout", "the candidate did not answer within its time limit")
         except RunnerDied as e:
@@ -266,50 +260,24 @@ class Evaluation:
         except wire.ChannelTimeout:
             self.v.r["transfer"] = "files (the runner did not connect its device channel)"
             return
-        self.transport.sock = conn
-        if not devshare.available():
-            # no arenas in this process: the runner is told to drop its end of the channel
-            self._request({"cmd": "devprobe", "probe": None, "arenas": []}, timeout)
-            self.transport.sock = None
-            conn.close()
-            self.v.r["transfer"] = "files (no device arenas in the judge)"
-            return
-        probe = devshare.probe_tensor(self.secret)
-        arenas: list[dict[str, int]] = []
-        enc = self.transport.encode("probe_", probe.cuda(), [0], arenas)
-        reply = self._request(
-            {"cmd": "devprobe", "probe": enc, "arenas": arenas, "sum": int(probe.sum())}, timeout
+        self.v.r["transfer"] = connect_devshare(
+            self.transport, conn, self.secret, lambda m: self._request(m, timeout)
         )
-        if reply.get("dev") is True and arenas:
-            self.v.r["transfer"] = "device"
-        else:
-            self.transport.sock = None
-            conn.close()
-            self.v.r["transfer"] = f"files ({str(reply.get('error', 'device probe failed'))[:200]})"
 
-    def _judge(
-        self,
-        task: Task,
-        device: torch.device,
-        ref_model: torch.nn.Module,
-        init_args: list[Any],
-        init_seed: int,
-    ) -> dict[str, Any]:
+    def _judge(self, meta: dict[str, Any], device: torch.device, init_seed: int) -> dict[str, Any]:
         o = self.opts
         t0 = time.monotonic()
         if self.dev_listener is not None:
             self._connect_devshare(o.init_timeout)
         counter = [0]
-        state = ref_model.state_dict()
-        names = list(state.keys())
         arenas: list[dict[str, int]] = []
         msg = {
             "cmd": "init",
             "seed": init_seed,
-            "allow_tf32": task.allow_tf32,
-            "init_args": self.transport.encode("init_", init_args, counter, arenas),
-            "state": self.transport.encode("state_", [state[n] for n in names], counter, arenas),
-            "state_names": [[n, list(state[n].shape)] for n in names],
+            "allow_tf32": meta["allow_tf32"],
+            "init_args": self.transport.encode("init_", meta.pop("init_args"), counter, arenas),
+            "state": self.transport.encode("state_", meta.pop("state"), counter, arenas),
+            "state_names": meta["state_names"],
             "arenas": arenas,
         }
         reply = self._request(msg, o.init_timeout)
@@ -326,7 +294,8 @@ class Evaluation:
             )
 
         self._progress("verifying")
-        if not self._correctness(task, device, ref_model):
+        kinds = inputs.BASE_KINDS + [f"shape:{i}" for i in range(meta["test_inputs"])]
+        if not self._correctness(kinds, device):
             if any(f in REJECTING for f in self.v.r["flags"]):
                 return self.v.finish("rejected", "a hack or irregularity was detected")
             failing = [c for c in self.v.r["checks"] if c.get("error")]
@@ -340,20 +309,22 @@ class Evaluation:
         if o.phase == "verify":
             return self.v.finish("ok", "correct on every trial (not timed: phase verify)")
         self._progress("timing")
-        err = self._timing(task, device, ref_model)
+        err = self._timing(device)
         if err:
             return self.v.finish("runtime_error", err)
         return self.v.finish("ok")
 
     # -- correctness --------------------------------------------------------------------
-    def _correctness(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> bool:
-        """Runs every trial. The reference is computed only after the runner answered, so it is
-        never in the judge's memory while candidate code runs."""
+    def _correctness(self, kinds: list[str], device: torch.device) -> bool:
+        """Runs every trial: the task's process draws its inputs (slot ``check``, one trial's
+        at a time) and the reference's outputs on them, and the candidate's runner gets a copy
+        of the inputs."""
         o = self.opts
+        assert self.ref is not None
         all_pass = True
         main_pass = None
-        for kind in inputs.kinds_for(task):
-            args = inputs.draw(task, kind, self._seed(f"check:{kind}"), device)
+        for kind in kinds:
+            args, ref = self.ref.draw("check", kind, self._seed(f"check:{kind}"), device, forward=True)
             check: dict[str, Any] = {"kind": kind}
             counter = [0]
             arenas: list[dict[str, int]] = []
@@ -363,6 +334,7 @@ class Evaluation:
                 "reuse": kind == "same_buffers",
                 "arenas": arenas,
             }
+            del args
             t0 = time.monotonic()
             reply = self._request(msg, o.run_timeout)
             check["seconds"] = round(time.monotonic() - t0, 3)
@@ -371,7 +343,6 @@ class Evaluation:
                 check.update({"pass": False, "error": reply["error"] + _tb(reply)})
                 self.v.r["checks"].append(check)
                 return False
-            ref = reference_outputs(ref_model, args)
             limit = 2 * inputs.nbytes(ref) + (1 << 20)
             if kind not in ("task", "same_buffers") and not inputs.all_finite(ref):
                 try:  # the outputs' arenas are taken off the channel unread, or the next are not
@@ -395,10 +366,10 @@ class Evaluation:
                 return False
             finally:
                 wire.clear(self.xfer)
-            check.update(compare.compare(out, ref, task.tolerance, o.strict))
+            check.update(compare.compare(out, ref, self.tolerance, o.strict))
             if check.get("near_miss"):
-                self._within_reference_error(check, out, ref, args, task, ref_model)
-            del out, ref, args
+                self._within_reference_error(check, out, ref, device)
+            del out, ref
             if check.get("near_miss"):
                 self.v.flag("precision_loss")
             self.v.r["checks"].append(check)
@@ -411,34 +382,28 @@ class Evaluation:
         return all_pass
 
     def _within_reference_error(
-        self,
-        check: dict[str, Any],
-        out: Any,
-        ref: Any,
-        args: list[Any],
-        task: Task,
-        ref_model: torch.nn.Module,
+        self, check: dict[str, Any], out: Any, ref: Any, device: torch.device
     ) -> None:
         """A near miss of float32 outputs checked again against the reference computed in
-        float64 (compare.conditioned): it passes when it is as close as the float32 reference's
-        own rounding error allows. A reference that does not run in float64 (one that makes a
-        float32 tensor inside forward) leaves the check failed."""
+        float64 on the same inputs (compare.conditioned): it passes when it is as close as the
+        float32 reference's own rounding error allows. A reference that does not run in float64
+        (one that makes a float32 tensor inside forward) leaves the check failed."""
+        assert self.ref is not None
         floats = [
             r for r in compare.flatten(ref) if isinstance(r, torch.Tensor) and r.dtype.is_floating_point
         ]
         if not floats or any(r.dtype != torch.float32 for r in floats):
             return
         try:
-            if self._ref64 is None:
-                self._ref64 = copy.deepcopy(ref_model).double()
-            wide = [
-                a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a for a in args
-            ]
-            ref64 = reference_outputs(self._ref64, wide)
-        except Exception as e:  # noqa: BLE001 - any failure of the task's own code keeps the miss
+            ref64 = self.ref.outputs("check", device, wide=True, max_bytes=4 * inputs.nbytes(ref) + (1 << 20))
+        except TaskFailed as e:  # any failure of the task's own code keeps the miss
+            check["float64_reference"] = {"error": str(e)[:300]}
+            return
+        try:
+            rec = compare.conditioned(out, ref, ref64, self.tolerance, self.opts.strict)
+        except (TypeError, ValueError, RuntimeError) as e:  # a float64 reference of another structure
             check["float64_reference"] = {"error": f"{type(e).__name__}: {e}"[:300]}
             return
-        rec = compare.conditioned(out, ref, ref64, task.tolerance, self.opts.strict)
         del ref64
         check["float64_reference"] = rec
         if rec["pass"]:
@@ -448,38 +413,30 @@ class Evaluation:
                 max(a, b) for a, b in itertools.zip_longest(self._slack, rec["slack"], fillvalue=0.0)
             ]
 
-    def _scale_range(self, ref_model: torch.nn.Module, first: list[Any]) -> tuple[float, float]:
-        """The range the timed calls' inputs are scaled in: the widest of SCALE_RANGES at whose
-        ends the reference stays finite on the first timed set. A product of 4000 values near 1
-        overflows at twice its inputs, and a fingerprint of infinities verifies nothing (every
-        call's was a mismatch: honest cumprod and prod plans were rejected)."""
-        for lo, hi in SCALE_RANGES:
-            if all(
-                inputs.all_finite(reference_outputs(ref_model, timing.scaled_inputs(first, s)))
-                for s in (lo, hi)
-            ):
-                return lo, hi
-        return SCALE_RANGES[-1]
-
     # -- timing -------------------------------------------------------------------------
-    def _timing(self, task: Task, device: torch.device, ref_model: torch.nn.Module) -> str | None:
-        """Times the candidate (and the baselines unless cached); returns an error or None."""
+    def _timing(self, device: torch.device) -> str | None:
+        """Times the candidate, then (with the candidate's runner gone) the baselines unless
+        cached; returns an error or None."""
         o = self.opts
+        assert self.ref is not None
         pol = o.timing_policy
-        first = inputs.draw(task, "task", self._seed("time:0"), device)
+        counter = [0]
+        arenas: list[dict[str, int]] = []
+        first = self.ref.draw("time:0", "task", self._seed("time:0"), device)
         # Inputs change on every timed call anyway (rescaled in place), so large inputs, which
         # overflow every cache by themselves, need fewer sets: memory stays bounded.
         n_sets = max(1, min(o.timing_sets, (2 << 30) // max(1, inputs.nbytes(first))))
-        sets = [first] + [
-            inputs.draw(task, "task", self._seed(f"time:{i}"), device) for i in range(1, n_sets)
-        ]
+        enc = [self.transport.encode("t0_", first, counter, arenas)]
+        del first
+        for i in range(1, n_sets):
+            s = self.ref.draw(f"time:{i}", "task", self._seed(f"time:{i}"), device)
+            enc.append(self.transport.encode(f"t{i}_", s, counter, arenas))
+            del s
+        slots = [f"time:{i}" for i in range(n_sets)]
         rng = random.Random(self._seed("scales"))
-        lo, hi = self._scale_range(ref_model, first)
+        lo, hi = self.ref.scale_range("time:0", list(SCALE_RANGES))
         scales = [rng.uniform(lo, hi) for _ in range(pol.max_reps)]
         fp_seed = self._seed("fingerprint") % (1 << 31)
-        counter = [0]
-        arenas: list[dict[str, int]] = []
-        enc = [self.transport.encode(f"t{i}_", s, counter, arenas) for i, s in enumerate(sets)]
         policy = {
             "budget_s": pol.budget_s,
             "min_reps": pol.min_reps,
@@ -514,9 +471,7 @@ class Evaluation:
             return None
         if med * trials / 1000.0 > wall * 1.05 + 0.01:
             self.v.flag("timing_forged")
-        if not self._verify_timed_outputs(
-            task, ref_model, sets, scales, fp_seed, cand.get("reps"), trials, rng
-        ):
+        if not self._verify_timed_outputs(device, n_sets, scales, fp_seed, cand.get("reps"), trials, rng):
             self.v.flag("timed_output_mismatch")
         self.mark("timed_checked")
         host, tail = cand.get("host_median_ms"), cand.get("tail_median_ms")
@@ -526,15 +481,17 @@ class Evaluation:
         # (an honest call leaves only a synchronisation's few microseconds)
         elif device.type == "cuda" and isinstance(tail, (int, float)) and tail > 0.05 + 0.1 * med:
             self.v.flag("escaped_timer")
+        # no process of the candidate's is left while the baselines are timed
+        self._close_runner()
 
         env = self.v.r["env"]
-        path = baseline.cache_path(task.sha256, env)
+        path = baseline.cache_path(self.ref.sha256, env)
         base = baseline.load_cached(path) if o.use_baseline_cache else None
         if base is not None and o.with_compile and base.get("compile_error") == "not requested":
             base = None
         cached = base is not None
         if base is None:
-            base = baseline.measure_baselines(ref_model, sets, device, pol, o.with_compile, scales)
+            base = measure_baselines(self.ref, slots, policy, o.with_compile, scales, o.init_timeout)
             if o.use_baseline_cache:
                 baseline.store(path, base)
         self.mark("baselines")
@@ -559,9 +516,8 @@ class Evaluation:
 
     def _verify_timed_outputs(
         self,
-        task: Task,
-        ref_model: torch.nn.Module,
-        sets: list[list[Any]],
+        device: torch.device,
+        n: int,
         scales: list[float],
         fp_seed: int,
         reps: Any,
@@ -569,12 +525,12 @@ class Evaluation:
         rng: random.Random,
     ) -> bool:
         """Checks the fingerprints of timed calls of the judge's choosing, chosen after timing
-        (so the candidate cannot know which calls count), against the reference's."""
-        n = len(sets)
+        (so the candidate cannot know which calls count), against the reference's on the same
+        scaled inputs (computed by the task's process from its slots ``time:I``)."""
+        assert self.ref is not None
         if not isinstance(reps, list) or len(reps) != trials:
             return False
         chosen = sorted(set(rng.sample(range(trials), min(VERIFIED_REPS, trials))) | {trials - 1})
-        fp = timing.Fingerprint(fp_seed)
         for r in chosen:
             entry = reps[r]
             if not (
@@ -584,29 +540,54 @@ class Evaluation:
                 and isinstance(entry[1], list)
             ):
                 return False
-            ref = reference_outputs(ref_model, timing.scaled_inputs(sets[r % n], scales[r]))
-            refs = compare.flatten(ref)
-            want = fp(ref)
-            atol, rtol = (
-                compare.tolerance_for(refs[0].dtype, task.tolerance, self.opts.strict)
-                if isinstance(refs[0], torch.Tensor)
-                else (0.0, 0.0)
-            )
-            # a slack found in the checks (compare.conditioned) grows with the inputs' scale
-            slack = [s * max(1.0, scales[r]) ** 2 for s in self._slack]
-            bounds = fp.tolerance(ref, atol, rtol, slack)
-            got = entry[1]
+        summaries = self.ref.fingerprints([(f"time:{r % n}", scales[r]) for r in chosen], fp_seed)
+        for r, want in zip(chosen, summaries):
+            got = reps[r][1]
             if len(got) != len(want):
                 return False
-            for g, w, b in zip(got, want, bounds):
+            # a slack found in the checks (compare.conditioned) grows with the inputs' scale
+            slack = [s * max(1.0, scales[r]) ** 2 for s in self._slack]
+            for i, (g, w) in enumerate(zip(got, want)):
                 if w is None or g is None:
                     if g is not w:
                         return False
                     continue
-                if not isinstance(g, (int, float)) or not abs(g - w) <= b:
+                atol, rtol = compare.tolerance_for(_dtype(w["dtype"]), self.tolerance, self.opts.strict)
+                bound = timing.fingerprint_bound(w, atol, rtol, slack[i] if i < len(slack) else 0.0)
+                if not isinstance(g, (int, float)) or not abs(g - w["fp"]) <= bound:
                     return False
         self.v.r["verified_reps"] = len(chosen)
         return True
+
+
+def measure_baselines(
+    ref: Reference,
+    slots: list[str],
+    policy: dict[str, Any],
+    with_compile: bool,
+    scales: list[float] | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """Eager and torch.compile times of the task, measured in its own process on its slots
+    ``slots``. What it reports is checked against the judge's wall clock: the task cannot
+    claim more timed calls than the time it took allows (TaskFailed otherwise)."""
+    t0 = time.monotonic()
+    base = ref.baselines(slots, policy, with_compile, scales, timeout)
+    wall = time.monotonic() - t0
+    claimed = sum(
+        t["median_ms"] * t["trials"] / 1000.0
+        for t in (base.get("eager"), base.get("compile"))
+        if t is not None
+    )
+    if claimed > wall * 1.05 + 0.01:
+        raise TaskFailed(f"the task's baseline times ({claimed:.3f} s) exceed the wall clock ({wall:.3f} s)")
+    return base
+
+
+def _dtype(name: str) -> torch.dtype:
+    """A dtype by the name the task's process gave (float32 when it names none PyTorch has)."""
+    dt = getattr(torch, name, None) if name.isidentifier() else None
+    return dt if isinstance(dt, torch.dtype) else torch.float32
 
 
 def _timing_view(t: dict[str, Any]) -> dict[str, Any]:

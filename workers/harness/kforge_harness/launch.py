@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -24,6 +25,7 @@ from kforge_harness.candidate import Candidate, CandidateError, detect
 from kforge_harness.gpulock import GpuLock
 from kforge_harness.policy import Policy
 from kforge_harness.proc import RunnerProcess, make_undumpable
+from kforge_harness.reference import Reference, TaskFailed
 from kforge_harness.scan import scan_candidate_sources
 
 HARNESS_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,11 +98,15 @@ class Launch:
     lock: GpuLock | None = None
     lock_wait_s: float | None = None
     runner_start: str = "cold"  # or "pooled": taken warm from a pool
+    ref: Reference | None = None  # the task's process (kforge_harness.refrunner)
+    task_error: str | None = None  # why the task's process could not start
 
     def mark(self, phase: str) -> None:
         self.marks[phase] = round(time.monotonic() - self.t0, 3)
 
     def abandon(self) -> None:
+        if self.ref is not None:
+            self.ref.close()
         if self.dev_listener is not None:
             self.dev_listener.close()
         if self.runner is not None:
@@ -126,6 +132,13 @@ def prepare(task_path: str, cand_path: str, opts: Options) -> Launch:
     make_undumpable()
     launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), xfer_dir(opts.jail))
     try:
+        if opts.phase != "build":
+            # the task's process starts first: its start (PyTorch, a CUDA context) overlaps the
+            # candidate's build; it makes nothing on the GPU before the judge asks
+            try:
+                launch.ref = Reference.start(task_path, opts)
+            except TaskFailed as e:
+                launch.task_error = str(e)
         _build_and_start(launch)
     except BaseException:
         launch.abandon()
@@ -231,12 +244,24 @@ def _mem_mib(o: Options) -> int | None:
     return o.mem_limit_mib if o.mem_limit_mib is not None else (16384 if o.backend == "cpu" else None)
 
 
+_SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|KEY|CRED|AUTH|DATABASE|REDIS|_URL$", re.IGNORECASE)
+
+
+def secret_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a credential (a password, a
+    key, a connection URL) that user code must not see."""
+    return bool(_SECRET_NAME.search(name))
+
+
 def runner_env_wrap(
     o: Options, xfer: str, readable: list[str], lifetime_s: float
 ) -> tuple[dict[str, str], list[str] | None, int | None]:
     """The runner's environment, its jail prefix (None without a jail) and its memory limit in
-    MiB; ``readable``: what the jail shows it read-only besides the harness."""
-    env = dict(os.environ)
+    MiB; ``readable``: what the jail shows it read-only besides the harness. The jail passes a
+    few named variables alone; without one, the caller's environment goes in less anything
+    that looks like a secret (``secret_name``), so a worker run without a jail does not hand
+    its credentials to user code."""
+    env = {k: v for k, v in os.environ.items() if not secret_name(k)}
     env["PYTHONPATH"] = HARNESS_PARENT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["KFORGE_BACKEND"] = o.backend
     env.pop("KFORGE_KERNEL_LIB", None)

@@ -95,10 +95,12 @@ def spawn_runner(
     xfer: str,
     mem_limit_mib: int | None,
     wrap: list[str] | None = None,
+    module: str = "kforge_harness.runner",
 ) -> tuple[subprocess.Popen[bytes], int, int]:
-    """Makes the channel's two FIFOs in ``xfer`` and starts ``python -m kforge_harness.runner``
-    (inside ``wrap``, the jail's prefix, when given) in a session of its own. Returns the child
-    and the read ends of its stdout and stderr pipes (the caller owns them)."""
+    """Makes the channel's two FIFOs in ``xfer`` and starts ``python -m MODULE`` (the candidate's
+    runner, or the task's: kforge_harness.refrunner) inside ``wrap``, the jail's prefix, when
+    given, in a session of its own. Returns the child and the read ends of its stdout and
+    stderr pipes (the caller owns them)."""
     cmd_path = os.path.join(xfer, "cmd.fifo")
     reply_path = os.path.join(xfer, "reply.fifo")
     os.mkfifo(cmd_path, 0o600)
@@ -109,7 +111,7 @@ def spawn_runner(
         *(wrap or []),
         os.path.abspath(sys.executable),
         "-m",
-        "kforge_harness.runner",
+        module,
         "--cmd-fifo",
         cmd_path,
         "--reply-fifo",
@@ -166,8 +168,9 @@ class RunnerProcess:
         xfer: str,
         mem_limit_mib: int | None,
         wrap: list[str] | None = None,
+        module: str = "kforge_harness.runner",
     ) -> None:
-        proc, out_r, err_r = spawn_runner(argv_tail, env, xfer, mem_limit_mib, wrap)
+        proc, out_r, err_r = spawn_runner(argv_tail, env, xfer, mem_limit_mib, wrap, module)
         self._attach(xfer, proc, out_r, err_r)
 
     @classmethod

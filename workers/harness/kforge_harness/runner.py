@@ -21,7 +21,6 @@ from typing import Any, Callable
 # Capture the clocks before anything of the candidate's can run.
 _CLOCK = time.perf_counter_ns
 _SLEEP = time.sleep
-_EXIT = os._exit
 
 from kforge_harness import cudainit  # noqa: E402 - before PyTorch, to overlap its import
 
@@ -34,9 +33,9 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import devshare, elfsyms, nativeguard, timing, wire  # noqa: E402
+from kforge_harness import elfsyms, nativeguard, timing, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
-from kforge_harness.transport import Transport  # noqa: E402
+from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -382,20 +381,7 @@ class Runner:
         return {"outputs": enc, "arenas": arenas, "flags": sorted(set(flags)), "details": details}
 
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Imports the judge's probe arena and checks its bytes: the device channel works. No probe:
-        the judge has no arenas, and the channel is dropped."""
-        if msg.get("probe") is None:
-            self.transport.sock = None
-            return {"dev": False}
-        try:
-            (probe,) = self.transport.decode_all(msg, [msg["probe"]])
-            ok = probe.is_cuda and int(probe.sum()) == msg.get("sum")
-        except (wire.ChannelError, devshare.DevShareError, RuntimeError, OSError) as e:
-            self.transport.sock = None
-            return {"dev": False, "error": f"{type(e).__name__}: {e}"}
-        if not ok:
-            self.transport.sock = None
-        return {"dev": bool(ok)}
+        return answer_devprobe(self.transport, msg)
 
     def timed_call(self, flags: list[str]) -> tuple[Callable[..., Any], Callable[[], GuardedCall]]:
         """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
@@ -483,28 +469,15 @@ def warm_up_device(backend: str) -> None:
         torch.cuda.synchronize()
 
 
-def _connect(path: str | None) -> socket.socket | None:
-    """The device channel (cuda): the judge's Unix socket, or None when it cannot be reached."""
-    if not path:
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-    except OSError:
-        sock.close()
-        return None
-    return sock
-
-
 def _await_adoption(runner: Runner, cmd_fd: int, reply_fd: int) -> None:
     """Standby: waits for the judge's ``adopt`` (where its candidate was copied), takes it, and
     answers; anything else, or the channel's end, ends the runner."""
     try:
         msg = wire.recv(cmd_fd)
     except wire.ChannelError:
-        _quit()
+        wire.quit_now()
     if msg.get("cmd") != "adopt":
-        _quit()
+        wire.quit_now()
     args = runner.args
     reply: dict[str, Any] = {"ok": True}
     try:
@@ -515,7 +488,7 @@ def _await_adoption(runner: Runner, cmd_fd: int, reply_fd: int) -> None:
             setattr(args, name, value)
         if args.candidate is None or args.format not in ("native", "kernelbench", "cuda-agent"):
             raise ValueError("adopt: no candidate, or an unknown format")
-        sock = _connect(args.dev_sock) if args.backend == "cuda" else None
+        sock = wire.connect_unix(args.dev_sock) if args.backend == "cuda" else None
         runner.transport = Transport(args.xfer, sock)
         warm_up_device(args.backend)
     except Exception as e:  # noqa: BLE001 - said to the judge, which ends the evaluation
@@ -523,14 +496,6 @@ def _await_adoption(runner: Runner, cmd_fd: int, reply_fd: int) -> None:
     reply["seq"] = msg.get("seq")
     reply["nonce"] = msg.get("nonce")
     wire.send(reply_fd, reply)
-
-
-def _quit() -> None:
-    """Ends the runner at once: the judge has its verdict's inputs, and an interpreter's orderly
-    teardown with PyTorch loaded costs a second or more of every evaluation's wall time."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    _EXIT(0)
 
 
 def main(argv: list[str]) -> int:
@@ -548,7 +513,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if not args.standby and (args.candidate is None or args.format is None):
         p.error("--candidate and --format are required unless --standby")
-    dev_sock = _connect(args.dev_sock) if args.backend == "cuda" and not args.standby else None
+    dev_sock = wire.connect_unix(args.dev_sock) if args.backend == "cuda" and not args.standby else None
     runner = Runner(args, dev_sock)
     warm_up(args.backend, runner.native, args.standby)  # while the judge builds its reference (or in standby)
     cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
@@ -562,14 +527,9 @@ def main(argv: list[str]) -> int:
         "devprobe": runner.devprobe,
         "ping": lambda m: {"pong": True},
     }
-    while True:
-        try:
-            msg = wire.recv(cmd_fd)
-        except wire.ChannelError:
-            _quit()
+
+    def answer(msg: dict[str, Any]) -> dict[str, Any]:
         kind = msg.get("cmd")
-        if kind == "exit":
-            _quit()
         if kind != "ping":
             runner.transport.release()  # the judge has copied the last reply's arena by now
         handler = handlers.get(kind)
@@ -585,9 +545,9 @@ def main(argv: list[str]) -> int:
             if changed:
                 reply.setdefault("flags", []).append("harness_tamper")
                 reply["tampered"] = changed[:20]
-        reply["seq"] = msg.get("seq")
-        reply["nonce"] = msg.get("nonce")
-        wire.send(reply_fd, reply)
+        return reply
+
+    wire.serve(cmd_fd, reply_fd, answer)
 
 
 if __name__ == "__main__":

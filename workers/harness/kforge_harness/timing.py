@@ -123,23 +123,39 @@ class Fingerprint:
             values.append(float(torch.dot(flat, self.weights(flat.device, flat.numel(), i))))
         return values
 
-    def tolerance(self, ref: Any, atol: float, rtol: float, slack: list[float] | None = None) -> list[float]:
-        """Bound on |fingerprint(out) - fingerprint(ref)| for outputs within atol/rtol of ``ref``
-        (output i's atol widened by slack[i]: compare.conditioned), plus float32 summation
-        error."""
+    def summary(self, ref: Any) -> list[dict[str, Any] | None]:
+        """What the judge needs of a reference output to check a fingerprint against it, per
+        output tensor (None where it is not one): ``fp``, its fingerprint; ``dtype``;
+        ``w_sum``, the sum of the weights' magnitudes; ``w_abs``, the weights' magnitudes
+        dotted with the output's (non-finite elements as 0). Computed where the reference
+        output is (the task's process), so only these numbers travel."""
         refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
-        bounds = []
+        out: list[dict[str, Any] | None] = []
         for i, r in enumerate(refs):
-            if not isinstance(r, torch.Tensor) or not r.numel():
-                bounds.append(0.0)
+            if not isinstance(r, torch.Tensor) or type(r) is not torch.Tensor or not r.numel():
+                out.append(None)
                 continue
             flat = r.detach().reshape(-1).to(torch.float32)
-            w = self.weights(flat.device, flat.numel(), i).abs()
-            a = atol + (slack[i] if slack and i < len(slack) else 0.0)
-            elementwise = float(torch.dot(w, a + rtol * flat.abs().nan_to_num(0.0, 0.0, 0.0)))
-            summation = 1e-5 * float(torch.dot(w, flat.abs().nan_to_num(0.0, 0.0, 0.0))) + 1e-6
-            bounds.append(elementwise + summation)
-        return bounds
+            w = self.weights(flat.device, flat.numel(), i)
+            out.append(
+                {
+                    "fp": float(torch.dot(flat, w)),
+                    "dtype": str(r.dtype).replace("torch.", ""),
+                    "w_sum": float(w.abs().sum()),
+                    "w_abs": float(torch.dot(w.abs(), flat.abs().nan_to_num(0.0, 0.0, 0.0))),
+                }
+            )
+        return out
+
+
+def fingerprint_bound(entry: dict[str, Any], atol: float, rtol: float, slack: float = 0.0) -> float:
+    """Bound on |fingerprint(out) - fingerprint(ref)| for an output within atol (widened by
+    ``slack``: compare.conditioned) and rtol of the reference whose ``Fingerprint.summary``
+    entry is ``entry``, plus float32 summation error."""
+    w_sum, w_abs = float(entry["w_sum"]), float(entry["w_abs"])
+    elementwise = (atol + slack) * w_sum + rtol * w_abs
+    summation = 1e-5 * w_abs + 1e-6
+    return elementwise + summation
 
 
 def measure(

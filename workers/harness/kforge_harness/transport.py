@@ -10,7 +10,7 @@ descriptor sent ahead of it on the socket, in order.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -130,6 +130,53 @@ class Transport:
                 m.close()
             raise
         return out
+
+
+def answer_devprobe(transport: Transport, msg: dict[str, Any]) -> dict[str, Any]:
+    """The peer's side of ``connect_devshare``: imports the judge's probe arena and checks its
+    bytes. No probe: the judge has no arenas. Either way a failed probe drops the socket, and
+    tensors go through files from then on."""
+    if msg.get("probe") is None:
+        transport.sock = None
+        return {"dev": False}
+    from kforge_harness import devshare
+
+    try:
+        (probe,) = transport.decode_all(msg, [msg["probe"]])
+        ok = probe.is_cuda and int(probe.sum()) == msg.get("sum")
+    except (ChannelError, devshare.DevShareError, RuntimeError, OSError) as e:
+        transport.sock = None
+        return {"dev": False, "error": f"{type(e).__name__}: {e}"}
+    if not ok:
+        transport.sock = None
+    return {"dev": bool(ok)}
+
+
+def connect_devshare(
+    transport: Transport, conn: Any, token: int, request: Callable[[dict[str, Any]], dict[str, Any]]
+) -> str:
+    """The judge's side of the device channel with a peer (a runner) whose connection is
+    ``conn``: proves it with a probe arena, through ``request`` (one round trip on the command
+    channel). Returns what the verdict says of the transfer: ``"device"``, or ``"files (why)"``,
+    in which case ``transport.sock`` is None and ``conn`` is closed."""
+    from kforge_harness import devshare
+
+    transport.sock = conn
+    if not devshare.available():
+        # no arenas in this process: the peer is told to drop its end of the channel
+        request({"cmd": "devprobe", "probe": None, "arenas": []})
+        transport.sock = None
+        conn.close()
+        return "files (no device arenas in the judge)"
+    probe = devshare.probe_tensor(token)
+    arenas: list[dict[str, int]] = []
+    enc = transport.encode("probe_", probe.cuda(), [0], arenas)
+    reply = request({"cmd": "devprobe", "probe": enc, "arenas": arenas, "sum": int(probe.sum())})
+    if reply.get("dev") is True and arenas:
+        return "device"
+    transport.sock = None
+    conn.close()
+    return f"files ({str(reply.get('error', 'device probe failed'))[:200]})"
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

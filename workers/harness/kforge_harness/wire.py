@@ -20,8 +20,11 @@ from kforge_harness.framing import (  # noqa: F401 - the channel's names, re-exp
     ChannelTampered,
     ChannelTimeout,
     clear,
+    connect_unix,
+    quit_now,
     recv,
     send,
+    serve,
 )
 
 _DTYPES = {

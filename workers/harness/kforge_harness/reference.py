@@ -1,0 +1,324 @@
+"""The judge's handle on the task's process (kforge_harness.refrunner): the task is user code,
+so the judge never imports it; it asks this process for the reference model's state, each
+trial's inputs, the reference outputs, the baselines and the graph.
+
+``Reference.start`` is free of PyTorch (the launch stage calls it before the judge imports
+PyTorch, so the task's process starts beside the candidate's runner); ``attach`` then makes the
+tensor transport, and every other method needs it. The task's source is copied into a transfer
+directory of the reference's own, which is the only place its jail can write; with ``--jail``
+the process runs in kforge-jail's run profile (GPU N's device nodes alone, no network, no host
+path but the harness and that directory), and without one in a session of its own with no
+capabilities, as the candidate's runner does.
+
+A failure of the task's process (an exception in the task's code, a crash, a timeout, a
+malformed reply) raises ``TaskFailed``: the task is broken, or a neighbour broke it, never the
+candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+from typing import Any
+
+from kforge_harness import framing
+from kforge_harness.proc import RunnerDied, RunnerProcess
+
+REFRUNNER = "kforge_harness.refrunner"
+
+
+class TaskFailed(Exception):
+    """The task's process failed or refused a command; the message says why (task's words)."""
+
+
+def read_task(path: str) -> bytes:
+    """The task file's bytes (the judge hashes and copies them; it never runs them)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise TaskFailed(f"cannot read task: {e}") from e
+
+
+class Reference:
+    """Owns the task's process, its transfer directory and, on cuda, the device channel's
+    listener. ``close()`` frees them all; the owner calls it exactly once."""
+
+    def __init__(
+        self, proc: RunnerProcess, xfer: str, listener: socket.socket | None, timeout: float, sha256: str
+    ) -> None:
+        self.proc = proc
+        self.sha256 = sha256  # of the task's source, as the judge read it
+        self.xfer = xfer
+        self.listener = listener
+        self.timeout = timeout
+        self.transport: Any = None
+        self.transfer = "files"
+
+    @classmethod
+    def start(cls, task_path: str, opts: Any, device: bool = True) -> Reference:
+        """Starts the task's process for an evaluation with ``opts`` (launch.Options): copies
+        the task file into a fresh transfer directory and starts kforge_harness.refrunner there
+        (``device=False``: for inspect alone, which needs no CUDA context and no device
+        channel). Raises TaskFailed when the file cannot be read."""
+        from kforge_harness import launch
+
+        data = read_task(task_path)
+        xfer = launch.xfer_dir(opts.jail)
+        listener = None
+        try:
+            # in a folder of its own: framing.clear empties the directory's top level
+            os.mkdir(os.path.join(xfer, "task"))
+            task_file = os.path.join(xfer, "task", "task.py")
+            with open(task_file, "wb") as f:
+                f.write(data)
+            tail = ["--xfer", xfer, "--task", task_file, "--backend", opts.backend]
+            if not device:
+                tail.append("--no-device")
+            elif opts.backend == "cuda":
+                path = os.path.join(xfer, "dev.sock")
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(path)
+                listener.listen(1)
+                tail += ["--dev-sock", path]
+            lifetime = opts.init_timeout + 40 * opts.run_timeout + 40 * opts.timing_policy.budget_s
+            env, wrap, mem = launch.runner_env_wrap(opts, xfer, [], lifetime)
+            proc = RunnerProcess(tail, env, xfer, mem, wrap, module=REFRUNNER)
+        except BaseException:
+            if listener is not None:
+                listener.close()
+            shutil.rmtree(xfer, ignore_errors=True)
+            raise
+        return cls(proc, xfer, listener, opts.init_timeout, hashlib.sha256(data).hexdigest())
+
+    def attach(self, token: int) -> None:
+        """Makes the tensor transport (the caller has imported PyTorch by now) and, on cuda,
+        takes the process's device-channel connection and proves it with a probe arena."""
+        from kforge_harness.transport import Transport, connect_devshare
+
+        self.transport = Transport(self.xfer)
+        if self.listener is None:
+            return
+        try:
+            conn = self.proc.accept(self.listener, self.timeout)
+        except framing.ChannelTimeout:
+            self.transfer = "files (the task's process did not connect its device channel)"
+            return
+        except RunnerDied as e:
+            raise TaskFailed(self._died(e)) from e
+        self.transfer = connect_devshare(self.transport, conn, token, lambda m: self.request(m, self.timeout))
+
+    def _died(self, e: Exception) -> str:
+        log = self.proc.log().strip()
+        last = log.splitlines()[-1] if log else ""
+        return f"the task's process ended: {e}" + (f": {last[:300]}" if last else "")
+
+    def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """One command; its reply, or TaskFailed with the task's error."""
+        try:
+            reply = self.proc.request(msg, timeout or self.timeout)
+        except framing.ChannelTimeout as e:
+            raise TaskFailed(f"the task did not answer in time ({msg.get('cmd')})") from e
+        except RunnerDied as e:
+            raise TaskFailed(self._died(e)) from e
+        except framing.ChannelError as e:
+            raise TaskFailed(f"the task's process broke the channel: {e}") from e
+        finally:
+            if self.transport is not None:
+                self.transport.release()
+        if "error" in reply:
+            tb = reply.get("traceback")
+            tail = f"\n{str(tb)[-1500:]}" if isinstance(tb, str) and tb else ""
+            raise TaskFailed(f"{str(reply['error'])[:2000]}{tail}")
+        return reply
+
+    def decode(
+        self, reply: dict[str, Any], keys: list[str], device: Any, max_bytes: int | None = None
+    ) -> list[Any]:
+        """The tensors of ``reply[key]`` for each key, as private copies on ``device``; a
+        malformed value raises TaskFailed. The tensor files are removed either way."""
+        try:
+            return self.transport.decode_all(reply, [reply.get(k) for k in keys], max_bytes, device)
+        except framing.ChannelError as e:
+            raise TaskFailed(f"the task's process sent a malformed value: {e}") from e
+        finally:
+            framing.clear(self.xfer)
+
+    # -- the task's commands ------------------------------------------------------------------
+    def load(self, init_seed: int, device: Any) -> dict[str, Any]:
+        """Loads the task and builds its model after manual_seed(init_seed). Returns the task's
+        settings (``tolerance``, ``allow_tf32``, ``test_inputs``: how many further shapes) and
+        what the candidate's model is built from (``init_args``, ``state`` as tensors on
+        ``device``, ``state_names``)."""
+        reply = self.request({"cmd": "load", "init_seed": init_seed})
+        init_args, state = self.decode(reply, ["init_args", "state"], device)
+        tol = reply.get("tolerance")
+        if tol is not None and not (
+            isinstance(tol, dict) and all(isinstance(tol.get(k), (int, float)) for k in ("atol", "rtol"))
+        ):
+            raise TaskFailed("TOLERANCE must be a dict with numeric atol and rtol")
+        n = reply.get("test_inputs")
+        names = reply.get("state_names")
+        if not isinstance(n, int) or not 0 <= n <= 64 or not isinstance(names, list):
+            raise TaskFailed("the task's process sent a malformed description")
+        if not isinstance(init_args, list) or not isinstance(state, list) or len(state) != len(names):
+            raise TaskFailed("the task's process sent a malformed model state")
+        return {
+            "tolerance": {k: float(tol[k]) for k in ("atol", "rtol")} if tol else None,
+            "allow_tf32": reply.get("allow_tf32") is True,
+            "test_inputs": n,
+            "init_args": init_args,
+            "state": state,
+            "state_names": names,
+        }
+
+    def draw(
+        self, slot: str, kind: str, seed: int, device: Any, forward: bool = False, send: bool = True
+    ) -> Any:
+        """Draws a trial's inputs into ``slot`` of the task's process and returns them (a list,
+        on ``device``); with ``forward``, returns ``(inputs, reference outputs)``; with
+        ``send=False`` only draws them (for the baselines) and returns None."""
+        msg = {"cmd": "draw", "slot": slot, "kind": kind, "seed": seed, "forward": forward, "send": send}
+        reply = self.request(msg)
+        if not send:
+            return None
+        keys = ["inputs", "outputs"] if forward else ["inputs"]
+        got = self.decode(reply, keys, device)
+        if not isinstance(got[0], list):
+            raise TaskFailed("get_inputs() must return a list or tuple")
+        return (got[0], got[1]) if forward else got[0]
+
+    def outputs(self, slot: str, device: Any, wide: bool = False, max_bytes: int | None = None) -> Any:
+        """The reference's outputs on ``slot`` (in float64 with ``wide``), on ``device``."""
+        reply = self.request({"cmd": "forward", "slot": slot, "wide": wide})
+        (out,) = self.decode(reply, ["outputs"], device, max_bytes)
+        return out
+
+    def fingerprints(self, items: list[tuple[str, float]], seed: int) -> list[list[dict[str, Any] | None]]:
+        """For each (slot, scale): timing.Fingerprint(seed).summary of the reference's outputs
+        on the slot's inputs scaled by ``scale``, checked for shape."""
+        reply = self.request({"cmd": "fingerprints", "items": [list(i) for i in items], "seed": seed})
+        got = reply.get("summaries")
+        if not isinstance(got, list) or len(got) != len(items) or not all(_summary_ok(x) for x in got):
+            raise TaskFailed("the task's process sent malformed fingerprints")
+        return got
+
+    def scale_range(self, slot: str, ranges: list[tuple[float, float]]) -> tuple[float, float]:
+        reply = self.request({"cmd": "scale_range", "slot": slot, "ranges": [list(r) for r in ranges]})
+        got = reply.get("range")
+        if not (isinstance(got, list) and len(got) == 2 and tuple(float(x) for x in got) in ranges):
+            raise TaskFailed("the task's process sent a malformed scale range")
+        return float(got[0]), float(got[1])
+
+    def baselines(
+        self,
+        slots: list[str],
+        policy: dict[str, Any],
+        with_compile: bool,
+        scales: list[float] | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """Eager and torch.compile times measured in the task's process (baseline.measure_baselines)."""
+        reply = self.request(
+            {
+                "cmd": "baselines",
+                "slots": slots,
+                "policy": policy,
+                "with_compile": with_compile,
+                "scales": scales,
+            },
+            timeout,
+        )
+        data = reply.get("baseline")
+        if not isinstance(data, dict) or not _timing_ok(data.get("eager")):
+            raise TaskFailed("the task's process sent malformed baselines")
+        if data.get("compile") is not None and not _timing_ok(data["compile"]):
+            raise TaskFailed("the task's process sent malformed baselines")
+        return data
+
+    def eager(self, slot: str, policy: dict[str, Any], timeout: float) -> dict[str, Any]:
+        reply = self.request({"cmd": "eager", "slot": slot, "policy": policy}, timeout)
+        t = reply.get("timing")
+        if not _timing_ok(t):
+            raise TaskFailed("the task's process sent a malformed timing")
+        return t
+
+    def inspect(self) -> dict[str, Any]:
+        reply = self.request({"cmd": "inspect"})
+        graph = reply.get("graph")
+        if not isinstance(graph, dict):
+            raise TaskFailed("the task's process sent no graph")
+        return graph
+
+    def drop(self, slots: list[str]) -> None:
+        self.request({"cmd": "drop", "slots": slots})
+
+    def log(self) -> str:
+        return self.proc.log()
+
+    def close(self) -> None:
+        """Ends the task's process (its whole process group) and removes its directory."""
+        self.proc.close()
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        if self.transport is not None and self.transport.sock is not None:
+            self.transport.sock.close()
+        shutil.rmtree(self.xfer, ignore_errors=True)
+
+
+def open_task(task_path: str, opts: Any, token: int) -> Reference:
+    """A started and attached Reference for a command that has no candidate (check-task,
+    baseline, inspect, profile-reference): the caller has imported PyTorch. Raises TaskFailed;
+    the caller closes the Reference."""
+    ref = Reference.start(task_path, opts)
+    try:
+        ref.attach(token)
+    except BaseException:
+        ref.close()
+        raise
+    return ref
+
+
+def inspect(task_path: str, opts: Any) -> dict[str, Any]:
+    """The task's graph for policies (kforge_harness.inspect_graph), made in its own process;
+    raises TaskFailed. Needs no PyTorch in the caller."""
+    ref = Reference.start(task_path, opts, device=False)
+    try:
+        return ref.inspect()
+    finally:
+        ref.close()
+
+
+def _summary_ok(entries: Any) -> bool:
+    """A Fingerprint.summary as the task's process should send it (a non-finite number fails
+    the check it enters, as it would have had the judge computed it)."""
+    if not isinstance(entries, list) or len(entries) > 4096:
+        return False
+    for e in entries:
+        if e is None:
+            continue
+        if not isinstance(e, dict) or not isinstance(e.get("dtype"), str):
+            return False
+        for k in ("fp", "w_sum", "w_abs"):
+            v = e.get(k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                return False
+    return True
+
+
+def _timing_ok(t: Any) -> bool:
+    """A timing summary as timing.measure makes it: a positive median and trial count."""
+    if not isinstance(t, dict):
+        return False
+    med, trials = t.get("median_ms"), t.get("trials")
+    return (
+        isinstance(med, (int, float))
+        and med > 0
+        and med == med
+        and isinstance(trials, int)
+        and trials > 0
+        and all(isinstance(t.get(k), (int, float)) for k in ("p25_ms", "p75_ms", "spread"))
+    )
