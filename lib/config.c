@@ -90,6 +90,8 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
      "the folder holding kforge_harness/"},
     {"jail", KF_CFG_STR, "build/kforge-jail", 0, 0, "KFORGE_JAIL", OFF(jail),
      "kforge-jail binary; empty = no jail"},
+    {"disk_mib", KF_CFG_INT, "8192", 16, 1 << 24, "KFORGE_DISK_MIB", OFF(disk_mib),
+     "the most one jail's writable folder may hold (a build, a runner, a task, a bash call)"},
     {"var_dir", KF_CFG_STR, "var", 0, 0, "KFORGE_VAR", OFF(var_dir),
      "workspaces, logs, the local stack's data"},
     {"log_level", KF_CFG_STR, "info", 0, 0, "KFORGE_LOG_LEVEL", OFF(log_level),

@@ -50,6 +50,7 @@ struct kf_config {
     char *python;            /* KFORGE_PYTHON: the interpreter with PyTorch for the harness */
     char *harness_dir;       /* KFORGE_HARNESS_DIR: the folder holding kforge_harness/ */
     char *jail;              /* KFORGE_JAIL: kforge-jail binary; empty = no jail (logged) */
+    long disk_mib;           /* KFORGE_DISK_MIB: quota of one jail's writable folder */
     char *var_dir;           /* KFORGE_VAR: workspaces, logs, the local stack's data */
     char *log_level;         /* KFORGE_LOG_LEVEL: debug, info, warn, error */
 };

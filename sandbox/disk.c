@@ -306,6 +306,23 @@ enum kf_jail_disk_over kf_disk_measure(struct kf_disk *d, pid_t jail_pid) {
     return d->over;
 }
 
+void kf_disk_baseline(struct kf_disk *d) {
+    uint64_t max_bytes = d->max_bytes, max_files = d->max_files;
+    d->max_bytes = 0; /* the whole of what is there, up to four times the entries' limit */
+    d->max_files = max_files > 0 && max_files < UINT64_MAX / 4 ? 4 * max_files : max_files;
+    enum kf_jail_disk_over over = kf_disk_measure(d, -1);
+    d->max_bytes = max_bytes;
+    d->max_files = max_files;
+    d->peak_bytes = d->peak_files = 0;
+    d->over = KF_DISK_UNDER;
+    if (over != KF_DISK_UNDER)
+        return; /* too many entries to count, or unreadable: the quota stays as it was */
+    if (max_bytes > 0 && d->last_bytes > max_bytes)
+        d->max_bytes = d->last_bytes;
+    if (max_files > 0 && d->last_files > max_files)
+        d->max_files = d->last_files;
+}
+
 static bool is_under(const char *path, const char *dir) {
     size_t n = strlen(dir);
     return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');

@@ -54,6 +54,12 @@ int kf_disk_open(struct kf_disk *d, const struct kf_plan *plan, uint64_t max_byt
  * as a limit is passed. Updates the peaks, d->over and d->walk_ms; returns d->over. */
 enum kf_jail_disk_over kf_disk_measure(struct kf_disk *d, pid_t jail_pid);
 
+/* Measures what the writable paths hold before the command starts and, where that is over a
+ * limit, raises the limit to it: a folder already over its quota (an agent's workspace after a
+ * command that was killed for it) may shrink but not grow. Leaves the limits as they were when
+ * the folder cannot be measured (too many entries, unreadable). */
+void kf_disk_baseline(struct kf_disk *d);
+
 /* Whether the roots' filesystems, as a whole (statfs: anyone's writes), took on more blocks
  * or inodes since the last measurement began than the quota had left then: a cheap sign that
  * the next walk should not wait for its interval. */

@@ -353,6 +353,8 @@ int kf_jail_run(const struct kf_jail_opts *o, struct kf_jail_result *r) {
         setup_failed(r, "%s", err);
         goto out;
     }
+    if (disk)
+        kf_disk_baseline(&j->disk);
     j->plan.record = o->record_path != NULL;
     if (kf_seccomp_build(o->profile, j->plan.record, disk, &j->plan.filter, err, sizeof(err)) !=
         0) {

@@ -209,7 +209,8 @@ static char *run_call(struct kfw_episode *ep, const json_t *call, bool *malforme
         struct kf_tool_ctx ctx = {.workspace = ep->ws,
                                   .jail = ep->w->cfg.jail,
                                   .readonly = ep->readonly,
-                                  .max_output = (size_t)ep->lim.max_tool_output_bytes};
+                                  .max_output = (size_t)ep->lim.max_tool_output_bytes,
+                                  .bash_disk_mib = ep->w->cfg.disk_mib};
         struct kf_tool_result res = {0};
         if (kf_tool_run(&ctx, name, args, &res) != 0)
             (*infra)++;

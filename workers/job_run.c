@@ -317,6 +317,9 @@ static void build_argv(struct kfw *w, const struct kfw_job *job, const char *for
             argv[n++] = "--gpu";
             argv[n++] = store[2];
         }
+        snprintf(store[3], sizeof(store[3]), "%ld", w->cfg.disk_mib);
+        argv[n++] = "--disk-mib";
+        argv[n++] = store[3];
     }
     if (w->gpu >= 0) {
         /* the workers of one GPU (kforge up --slots) build side by side, one at a time on it */

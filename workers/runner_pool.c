@@ -25,9 +25,10 @@
 static void pool_child(struct kfw *w, const char *log_path) {
     int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     kfw_python_child(w, log, log);
-    char size[16], gpu[16];
+    char size[16], gpu[16], disk[24];
     snprintf(size, sizeof(size), "%ld", w->cfg.pool_runners);
     snprintf(gpu, sizeof(gpu), "%ld", w->gpu);
+    snprintf(disk, sizeof(disk), "%ld", w->cfg.disk_mib);
     const char *argv[16];
     int n = 0;
     argv[n++] = w->cfg.python;
@@ -47,6 +48,8 @@ static void pool_child(struct kfw *w, const char *log_path) {
             argv[n++] = "--gpu";
             argv[n++] = gpu;
         }
+        argv[n++] = "--disk-mib";
+        argv[n++] = disk;
     }
     argv[n] = NULL;
     if (chdir(w->cfg.harness_dir) == 0)

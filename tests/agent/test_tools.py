@@ -70,6 +70,7 @@ class Env:
         max_output: int | None = None,
         bash_timeout: float | None = None,
         max_file_bytes: int | None = None,
+        bash_disk: int | None = None,
         jail: Path = JAIL,
         raw: bool = False,
     ) -> dict[str, Any]:
@@ -83,6 +84,8 @@ class Env:
             argv += ["--bash-timeout", str(bash_timeout)]
         if max_file_bytes is not None:
             argv += ["--max-file-bytes", str(max_file_bytes)]
+        if bash_disk is not None:
+            argv += ["--bash-disk", str(bash_disk)]
         argv += [tool, args if raw else json.dumps(args)]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
@@ -402,6 +405,21 @@ def test_bash_time_limit(env: Env) -> None:
     assert r["rc"] == 0 and not r["is_error"]
     assert r["text"].startswith("killed: time limit of 1 s\n"), r["text"]
     assert "started" in r["text"]
+
+
+def test_bash_disk_quota_kills(env: Env) -> None:
+    """The workspace holds at most the quota during a bash call: a command filling it is
+    killed, the agent is told why, and the workspace stays usable."""
+    r = env.call(
+        "bash",
+        {"command": "for i in $(seq 100); do head -c 4M /dev/zero > f$i; done; echo done"},
+        bash_disk=32,
+    )
+    assert r["rc"] == 0 and not r["is_error"]
+    assert r["text"].startswith("killed: the workspace passed its disk quota of 32 MiB\n"), r["text"]
+    held = sum(f.stat().st_blocks * 512 for f in env.ws.glob("f*"))
+    assert held < 96 << 20, held  # the quota plus what a fast writer adds between two looks
+    assert env.bash("rm -f f*; echo ok", bash_disk=32).endswith("ok\n")
 
 
 def test_bash_output_limit_kills(env: Env) -> None:

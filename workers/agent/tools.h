@@ -43,6 +43,8 @@ struct kf_tool_ctx {
     size_t max_file_bytes;       /* largest file write_file/edit_file may produce (1 MiB) */
     double bash_timeout_s;       /* wall limit of one bash call (60) */
     int bash_mem_mib;            /* memory limit of one bash call (4096) */
+    long bash_disk_mib;          /* the most the workspace may hold during a bash call (the
+                                    jail's --disk; 8192 when 0) */
     const char *const *bash_ro;  /* NULL-terminated extra paths the shell may read (toolchains,
                                     e.g. /usr/local/cuda); those missing on this host are skipped;
                                     may be NULL */

@@ -385,6 +385,9 @@ static void say_end(struct kf_tool_call *c, const json_t *report, int exit_code,
         kf_tool_say(c, "killed: CPU time limit\n");
     else if (strcmp(limit, "fsize") == 0)
         kf_tool_say(c, "killed: file size limit\n");
+    else if (strcmp(limit, "disk") == 0)
+        kf_tool_say(c, "killed: the workspace passed its disk quota of %ld MiB\n",
+                    c->ctx->bash_disk_mib > 0 ? c->ctx->bash_disk_mib : 8192L);
     else if (json_is_integer(sig))
         kf_tool_say(c, "killed by signal %d%s\n", (int)json_integer_value(sig),
                     sig_name((int)json_integer_value(sig)));
@@ -419,6 +422,9 @@ static void build_argv(struct kf_tool_call *c, struct bash_run *r, const char *c
     argv_add(&r->argv, num);
     snprintf(num, sizeof(num), "%u", out_kib);
     argv_add(&r->argv, "--output-limit");
+    argv_add(&r->argv, num);
+    snprintf(num, sizeof(num), "%ld", ctx->bash_disk_mib > 0 ? ctx->bash_disk_mib : 8192L);
+    argv_add(&r->argv, "--disk");
     argv_add(&r->argv, num);
     argv_add(&r->argv, "--report");
     argv_add(&r->argv, r->report);

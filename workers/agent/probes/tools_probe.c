@@ -1,9 +1,8 @@
 /* tools_probe.c: one kf_tool_run call from the command line, for the tests (tools.h).
  *
  *   tools_probe --workspace DIR --jail PATH [--readonly NAME]... [--max-output N]
- *               [--max-file-bytes N] [--bash-timeout S] [--bash-mem MIB] [--bash-ro PATH]...
- *               TOOL ARGS_JSON
- *   tools_probe --definitions
+ *               [--max-file-bytes N] [--bash-timeout S] [--bash-mem MIB] [--bash-disk MIB]
+ * [--bash-ro PATH]... TOOL ARGS_JSON tools_probe --definitions
  *
  * Prints one JSON object on stdout: {"text", "is_error", "malformed", "full_bytes",
  * "truncated", "seconds", "rc"} (rc: kf_tool_run's return, 0 or -1); ARGS_JSON that does not
@@ -30,6 +29,7 @@ static int usage(const char *why) {
     fprintf(stderr,
             "tools_probe: %s\nusage: tools_probe --workspace DIR --jail PATH [--readonly NAME]... "
             "[--max-output N] [--max-file-bytes N] [--bash-timeout S] [--bash-mem MIB] "
+            "[--bash-disk MIB] "
             "[--bash-ro PATH]... TOOL ARGS_JSON\n       tools_probe --definitions\n",
             why);
     return 2;
@@ -77,6 +77,8 @@ static int parse(int argc, char **argv, struct opts *o, const char **why) {
             o->ctx.bash_timeout_s = strtod(v, NULL);
         } else if (strcmp(a, "--bash-mem") == 0) {
             o->ctx.bash_mem_mib = atoi(v);
+        } else if (strcmp(a, "--bash-disk") == 0) {
+            o->ctx.bash_disk_mib = atol(v);
         } else {
             *why = "unknown option";
             return -1;

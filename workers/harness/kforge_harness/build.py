@@ -264,7 +264,11 @@ def _run(cmd: list[str], cwd: str, timeout: float, prefix: list[str] | None = No
 
 
 def build_native(
-    cand: Candidate, backend: str, timeout: float = 180.0, jail: str | None = None
+    cand: Candidate,
+    backend: str,
+    timeout: float = 180.0,
+    jail: str | None = None,
+    disk_mib: int = jailwrap.DISK_MIB,
 ) -> BuildResult:
     """Builds (or fetches from the cache) the native library. Raises BuildError."""
     compiler = "nvcc" if backend == "cuda" else "g++"
@@ -284,7 +288,7 @@ def build_native(
         t0 = time.monotonic()
 
         def prefix_for(left: float) -> list[str] | None:
-            return jailwrap.build_prefix(jail, tmp, cand.path, left) if jail else None
+            return jailwrap.build_prefix(jail, tmp, cand.path, left, disk_mib) if jail else None
 
         cwd = tmp if jail else cand.path
         sources = [f for f in cand.kernel_files if f.endswith((".cu", ".cpp"))]
@@ -300,8 +304,9 @@ def build_native(
         if jail and rc == jailwrap.JAIL_SETUP_FAILED and "kforge-jail:" in diag:
             raise JailError(next(ln for ln in reversed(diag.splitlines()) if "kforge-jail:" in ln))
         seconds = time.monotonic() - t0
-        if rc != 0:
-            raise BuildError(f"{compiler} exited with status {rc}", trim(diag))
+        over = jailwrap.disk_limit(diag) if jail else None
+        if rc != 0 or over:
+            raise BuildError(over or f"{compiler} exited with status {rc}", trim(diag))
         flags += binary_flags(out)
         try:
             os.rename(tmp, final_dir)
@@ -317,7 +322,11 @@ EXT_NAME = "cuda_extension"
 
 
 def build_cuda_agent(
-    cand: Candidate, backend: str, timeout: float = 900.0, jail: str | None = None
+    cand: Candidate,
+    backend: str,
+    timeout: float = 900.0,
+    jail: str | None = None,
+    disk_mib: int = jailwrap.DISK_MIB,
 ) -> BuildResult:
     """Builds a CUDA Agent workspace into a PyTorch extension module named ``cuda_extension``.
 
@@ -344,7 +353,7 @@ def build_cuda_agent(
         " extra_cflags=['-O3'], extra_cuda_cflags=['-O3'], verbose=False)\n"
     )
     t0 = time.monotonic()
-    prefix = jailwrap.build_prefix(jail, final_dir, cand.path, timeout) if jail else None
+    prefix = jailwrap.build_prefix(jail, final_dir, cand.path, timeout, disk_mib) if jail else None
     rc, diag = _run(
         [os.path.abspath(sys.executable), "-c", script, final_dir, *sources],
         final_dir if jail else cand.path,
@@ -352,9 +361,12 @@ def build_cuda_agent(
         prefix,
     )
     if jail and rc == jailwrap.JAIL_SETUP_FAILED and "kforge-jail:" in diag:
+        shutil.rmtree(final_dir, ignore_errors=True)
         raise JailError(diag.strip().splitlines()[-1])
-    if rc != 0:
-        raise BuildError(f"extension build exited with status {rc}", trim(diag))
+    over = jailwrap.disk_limit(diag) if jail else None
+    if rc != 0 or over:
+        shutil.rmtree(final_dir, ignore_errors=True)  # nothing of a failed build stays
+        raise BuildError(over or f"extension build exited with status {rc}", trim(diag))
     open(marker, "w").close()
     return BuildResult(
         ext_dir=final_dir,

@@ -11,6 +11,7 @@ from typing import Any
 
 from kforge_harness import cudainit
 from kforge_harness.gpulock import GpuLock
+from kforge_harness.jailwrap import DISK_MIB
 from kforge_harness.policy import Policy
 
 
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         help="stop after the build, or after the correctness trials (no timing, reward null); default full",
     )
     ev.add_argument("--mem-limit-mib", type=int, help="runner's data limit (cpu backend; default 16384)")
+    _disk_arg(ev)
     ev.add_argument(
         "--pool",
         default=os.environ.get("KFORGE_RUNNER_POOL") or None,
@@ -85,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     po.add_argument("--jail", help="kforge-jail binary: runners in its run profile")
     po.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes runners get")
     po.add_argument("--mem-limit-mib", type=int)
+    _disk_arg(po)
     po.add_argument("--size", type=int, default=1, help="runners kept in standby")
     po.add_argument("--max-age", type=float, default=1800.0, help="seconds a runner may wait")
 
@@ -128,6 +131,16 @@ def _task_process_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jail", help="kforge-jail binary: the task runs in its run profile")
     p.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the task's process gets")
     p.add_argument("--mem-limit-mib", type=int, help="the task's process's memory limit")
+    _disk_arg(p)
+
+
+def _disk_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--disk-mib",
+        type=int,
+        default=DISK_MIB,
+        help=f"with --jail: the most each jail's writable folder may hold (default {DISK_MIB})",
+    )
 
 
 def _task_options(args: argparse.Namespace) -> Any:
@@ -138,6 +151,7 @@ def _task_options(args: argparse.Namespace) -> Any:
         jail=os.path.abspath(args.jail) if args.jail else None,
         gpu=args.gpu,
         mem_limit_mib=args.mem_limit_mib,
+        disk_mib=args.disk_mib,
     )
 
 
@@ -164,6 +178,7 @@ def main(argv: list[str]) -> int:
                 gpu_lock=args.gpu_lock,
                 phase=args.phase,
                 pool=args.pool,
+                disk_mib=args.disk_mib,
             )
             # the runner starts inside prepare, before this process imports PyTorch for the judge
             launch = prepare(args.task, args.candidate, opts)
@@ -182,6 +197,7 @@ def main(argv: list[str]) -> int:
                 jail=os.path.abspath(args.jail) if args.jail else None,
                 gpu=args.gpu,
                 mem_limit_mib=args.mem_limit_mib,
+                disk_mib=args.disk_mib,
             )
             run_pool(args.sock, opts, max(1, args.size), args.max_age)
         elif args.cmd == "baseline":

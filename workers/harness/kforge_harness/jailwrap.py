@@ -11,13 +11,31 @@ import os
 # kforge-jail's exit status when the jail itself could not be set up (sandbox/README.md).
 JAIL_SETUP_FAILED = 125
 
+# The most one jail's writable folder may hold, in MiB, unless the caller says (--disk-mib): a
+# build's folder, a runner's or the task's transfer directory (the tensors the judge writes there
+# on the cpu backend count too). kforge-jail kills past it and says "kforge-jail: limit disk".
+DISK_MIB = 8192
+DISK_LINE = "kforge-jail: limit disk"
+
 # The largest file the runner may write: tensors cross the transfer directory as raw files, and
 # an output of a large task passes the jail's default of 1 GiB (softmax_rows's does).
 RUN_FSIZE_MIB = 16384
 
 
-def build_prefix(jail: str, workdir: str, sources_dir: str, timeout: float) -> list[str]:
-    """``build`` profile: writes only ``workdir``, reads the sources, no GPU, no network."""
+def disk_limit(output: str) -> str | None:
+    """kforge-jail's line when it killed a command for its disk quota, from the output it
+    captured (its own line comes last), else None."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(DISK_LINE):
+            return line.strip()
+    return None
+
+
+def build_prefix(
+    jail: str, workdir: str, sources_dir: str, timeout: float, disk_mib: int = DISK_MIB
+) -> list[str]:
+    """``build`` profile: writes only ``workdir`` (at most ``disk_mib``), reads the sources, no
+    GPU, no network."""
     return [
         jail,
         "--profile",
@@ -32,6 +50,8 @@ def build_prefix(jail: str, workdir: str, sources_dir: str, timeout: float) -> l
         "4096",
         "--pids",
         "512",
+        "--disk",
+        str(disk_mib),
         "--env",
         "PATH",
         "--",
@@ -46,9 +66,11 @@ def run_prefix(
     gpu: int | None,
     mem_mib: int | None,
     lifetime_s: float,
+    disk_mib: int = DISK_MIB,
 ) -> list[str]:
-    """``run`` profile: the transfer directory is the workdir; the harness, the candidate and
-    its built library are read-only; only GPU ``gpu``'s device nodes are present."""
+    """``run`` profile: the transfer directory is the workdir (holding at most ``disk_mib``);
+    the harness, the candidate and its built library are read-only; only GPU ``gpu``'s device
+    nodes are present."""
     argv = [
         jail,
         "--profile",
@@ -63,6 +85,8 @@ def run_prefix(
         "4096",
         "--fsize",
         str(RUN_FSIZE_MIB),
+        "--disk",
+        str(disk_mib),
     ]
     seen = set()
     for path in readable:

@@ -246,6 +246,9 @@ class Evaluation:
                 and "kforge-jail:" in log
             ):
                 return self.v.finish("infra_error", f"jail: {log.strip().splitlines()[-1]}")
+            over = jailwrap.disk_limit(log) if o.jail else None
+            if over:  # the candidate's own writes passed the quota: its failure, said as such
+                return self.v.finish("runtime_error", f"{over} (the candidate's disk quota): {e}")
             return self.v.finish("runtime_error", str(e))
         except wire.ChannelError as e:
             self.v.flag("channel_tamper")

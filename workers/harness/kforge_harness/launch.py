@@ -50,6 +50,7 @@ class Options:
     gpu_lock: str | None = None
     phase: str = "full"  # build | verify | full: where the evaluation stops
     pool: str | None = None  # a runner pool's socket (kforge_harness.pool): take a warm runner
+    disk_mib: int = jailwrap.DISK_MIB  # the most each jail's writable folder may hold
 
 
 def progress(opts: Options, phase: str) -> None:
@@ -169,9 +170,9 @@ def _build_and_start(launch: Launch) -> None:
     progress(o, "building")
     try:
         if cand.format == "native":
-            b = build.build_native(cand, o.backend, jail=o.jail)
+            b = build.build_native(cand, o.backend, jail=o.jail, disk_mib=o.disk_mib)
         elif cand.format == "cuda-agent":
-            b = build.build_cuda_agent(cand, o.backend, jail=o.jail)
+            b = build.build_cuda_agent(cand, o.backend, jail=o.jail, disk_mib=o.disk_mib)
         else:
             b = build.BuildResult(command=["load_inline at import"])
     except build.JailError as e:
@@ -232,6 +233,7 @@ def pool_key(o: Options) -> dict[str, Any]:
         "jail": o.jail,
         "gpu": _jail_gpu(o),
         "mem": _mem_mib(o),
+        "disk": o.disk_mib,
         "harness": HARNESS_PARENT,
     }
 
@@ -285,6 +287,7 @@ def runner_env_wrap(
         _jail_gpu(o),
         mem,
         lifetime_s,
+        o.disk_mib,
     )
     return env, wrap, mem
 
