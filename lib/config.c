@@ -39,6 +39,8 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
      "largest wait of POST /v1/evaluations"},
     {"max_streams", KF_CFG_INT, "64", 0, 100000, "KFORGE_MAX_STREAMS", OFF(max_streams),
      "open server-sent event streams, all clients together"},
+    {"stream_max_s", KF_CFG_INT, "600", 1, 86400, "KFORGE_STREAM_MAX_S", OFF(stream_max_s),
+     "an event stream's longest life; the client reconnects with Last-Event-ID"},
     {"max_streams_per_key", KF_CFG_INT, "16", 0, 100000, "KFORGE_MAX_STREAMS_PER_KEY",
      OFF(max_streams_per_key), "open event streams of one API key"},
     {"max_streams_anonymous", KF_CFG_INT, "16", 0, 100000, "KFORGE_MAX_STREAMS_ANONYMOUS",

@@ -25,6 +25,7 @@ struct kf_config {
     bool public_reads;           /* KFORGE_PUBLIC_READS: GETs without a key */
     long wait_max_s;             /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
     long max_streams;            /* KFORGE_MAX_STREAMS: open server-sent event streams */
+    long stream_max_s;           /* KFORGE_STREAM_MAX_S: an event stream's longest life */
     long max_streams_per_key;    /* KFORGE_MAX_STREAMS_PER_KEY: open streams of one key */
     long max_streams_anonymous;  /* KFORGE_MAX_STREAMS_ANONYMOUS: of all keyless clients */
     long max_connections;        /* KFORGE_MAX_CONNECTIONS: client connections in all */

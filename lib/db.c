@@ -292,11 +292,14 @@ PGresult *kf_db_exec_sql(struct kf_db *db, const char *sql) {
 
 /* ---- transactions ---- */
 
-static void backoff(void) {
-    unsigned char b = 0;
-    if (getrandom(&b, 1, GRND_NONBLOCK) != 1)
-        b = (unsigned char)(clock() & 0xff);
-    struct timespec ts = {0, (long)(1 + b % 20) * 1000000L};
+/* Before try number `attempt` (1, 2, ...): a random wait of 1 ms up to 2^attempt ms, at most
+ * 100 ms, so that transactions that collided spread out more each time they collide again. */
+static void backoff(int attempt) {
+    unsigned short b = 0;
+    if (getrandom(&b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b))
+        b = (unsigned short)(clock() & 0xffff);
+    long span = attempt < 7 ? 1L << attempt : 100;
+    struct timespec ts = {0, (1 + (long)b % span) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -352,7 +355,7 @@ int kf_db_tx(struct kf_db *db, kf_db_tx_fn fn, void *arg, int max_tries) {
         max_tries = 1;
     for (int i = 0; i < max_tries; i++) {
         if (i > 0)
-            backoff();
+            backoff(i);
         int rc = tx_once(db, fn, arg);
         if (rc != KF_DB_RETRY)
             return rc;

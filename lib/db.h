@@ -42,8 +42,9 @@ bool kf_db_ok(const struct kf_db *db);
 /* Runs fn(db, arg) in a SERIALIZABLE transaction: BEGIN, fn, COMMIT. fn returns 0 to commit,
  * -1 to roll back (an error the caller reports), or KF_DB_RETRY (it saw a statement fail with
  * a serialization failure 40001 or a deadlock 40P01). A failed COMMIT with those states, or
- * KF_DB_RETRY, rolls back and runs fn again, up to max_tries times with a short random
- * backoff. Returns 0 committed, -1 failed (kf_db_error/sqlstate say why). */
+ * KF_DB_RETRY, rolls back and runs fn again, up to max_tries times after a random backoff
+ * that grows with each try (up to 100 ms). Returns 0 committed, -1 failed (kf_db_error/sqlstate say
+ * why). */
 #define KF_DB_RETRY 1
 
 /* The advisory lock key under which episodes.export_seq is drawn: whoever finishes an episode

@@ -27,8 +27,8 @@ int kf_job_insert(struct kf_db *db, struct kf_new_job *job) {
     int rc = run(db, "job_insert", 6, p);
     if (rc != 0)
         return rc;
-    const char *e[] = {job->id, "queued", NULL};
-    return run(db, "event_add", 3, e);
+    const char *e[] = {job->id};
+    return run(db, "event_queued", 1, e);
 }
 
 void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id) {
@@ -79,8 +79,8 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
         PQclear(res);
         return KF_DB_RETRY; /* the row it conflicted with is not visible yet */
     }
-    snprintf(t->id, sizeof t->id, "%s", PQgetvalue(res, 0, 1));
-    snprintf(t->status, sizeof t->status, "%s", PQgetvalue(res, 0, 2));
+    snprintf(t->id, sizeof t->id, "%s", PQgetvalue(res, 0, 0));
+    snprintf(t->status, sizeof t->status, "%s", PQgetvalue(res, 0, 1));
     PQclear(res);
     return 0;
 }

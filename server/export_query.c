@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "export_query.h"
 #include "util.h"
@@ -107,6 +108,39 @@ bool kf_rfc3339_valid(const char *s) {
     return oh >= 0 && oh <= 23 && om >= 0 && om <= 59;
 }
 
+void kf_rfc3339_utc(const char *s, char out[40]) {
+    struct tm tm = {0};
+    tm.tm_year = digits(s, 4) - 1900;
+    tm.tm_mon = digits(s + 5, 2) - 1;
+    tm.tm_mday = digits(s + 8, 2);
+    tm.tm_hour = digits(s + 11, 2);
+    tm.tm_min = digits(s + 14, 2);
+    tm.tm_sec = digits(s + 17, 2); /* 60, a leap second, becomes the next minute's 00 */
+    const char *p = s + 19;
+    char frac[8] = "";
+    if (*p == '.') {
+        size_t f = strspn(p + 1, "0123456789");
+        snprintf(frac, sizeof frac, ".%.*s", (int)(f < 6 ? f : 6), p + 1);
+        p += 1 + f;
+    }
+    time_t t = timegm(&tm);
+    if (*p != 'Z' && *p != 'z') {
+        long off = (long)digits(p + 1, 2) * 3600 + (long)digits(p + 4, 2) * 60;
+        t += *p == '-' ? off : -off; /* ' ' stands for '+' (a '+' the query did not escape) */
+    }
+    struct tm u;
+    if (!gmtime_r(&t, &u) || u.tm_year + 1900 < 1) {
+        snprintf(out, 40, "0001-01-01T00:00:00Z"); /* before any episode */
+        return;
+    }
+    if (u.tm_year + 1900 > 9999) {
+        snprintf(out, 40, "9999-12-31T23:59:59.999999Z"); /* after any episode */
+        return;
+    }
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d%sZ", u.tm_year + 1900, u.tm_mon + 1,
+             u.tm_mday, u.tm_hour, u.tm_min, u.tm_sec, frac);
+}
+
 bool kf_accepts_gzip(const char *ae) {
     if (!ae)
         return false;
@@ -188,10 +222,7 @@ const char *kf_export_query_parse(struct MHD_Connection *conn, struct kf_export_
                      times[i]);
             return times[i];
         }
-        snprintf(dst, sizeof q->since, "%s", v);
-        char *sp = strchr(dst + 19, ' ');
-        if (sp)
-            *sp = '+';
+        kf_rfc3339_utc(v, dst); /* PostgreSQL takes offsets up to 15:59 only */
     }
     if ((v = arg(conn, "task_id"))) {
         if (!kf_uuid_valid(v)) {

@@ -45,6 +45,11 @@ bool kf_export_cursor_decode(const char *cursor, char seq[24]);
  * real calendar date. A space stands for the offset's '+' (a '+' left unescaped in a query). */
 bool kf_rfc3339_valid(const char *s);
 
+/* s, a date-time kf_rfc3339_valid passed, in UTC ("...Z", at most microseconds) into out:
+ * RFC 3339 allows offsets up to 23:59, PostgreSQL up to 15:59. Times before year 1 or after
+ * 9999 once in UTC are clamped to those years' ends. */
+void kf_rfc3339_utc(const char *s, char out[40]);
+
 /* true when an Accept-Encoding header value takes gzip (gzip or x-gzip, q not 0). */
 bool kf_accepts_gzip(const char *accept_encoding);
 

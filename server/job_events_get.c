@@ -1,7 +1,9 @@
 /* job_events_get.c: GET /v1/jobs/{id}/events, server-sent events. MHD pulls the stream from
  * read_events: it polls job_events (seq > last) every 100 ms on a pooled connection taken per
  * poll, and between polls parks the connection (park.h), so an open stream holds no thread.
- * It writes `: keepalive` every 15 s and ends after the `done` event or when the job is gone.
+ * It writes `: keepalive` every 15 s and ends after the `done` event, when the job is gone, or
+ * stream_max_s after it started (a client reconnects with Last-Event-ID and misses nothing; a
+ * stream holds its slot no longer than that).
  * Streams are counted per API key (a request that sends one), the clients without a key
  * together as one holder, and in all: max_streams_per_key, max_streams_anonymous and
  * max_streams (503 too_many_streams, naming the limit it met). */
@@ -30,6 +32,7 @@ struct stream {
     size_t off;        /* how much of out was written */
     bool done;         /* end once buf is written */
     int64_t last_write_ms;
+    int64_t end_ms;  /* stream_max_s after its start: the stream ends (the client reconnects) */
     char holder[40]; /* the slot's holder: the key's id, "" without a key */
 };
 
@@ -85,7 +88,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     if (s->off < s->out.len)
         return drain(s, buf, max);
-    if (s->done || s->srv->stopping)
+    if (s->done || s->srv->stopping || kf_now_ms() >= s->end_ms)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (kf_peer_gone(s->conn))
         return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -165,6 +168,7 @@ enum MHD_Result kf_job_events_get(struct kf_req *r) {
     snprintf(s->job_id, sizeof s->job_id, "%s", r->id);
     snprintf(s->last_seq, sizeof s->last_seq, "%ld", last_event_id(r->conn));
     s->last_write_ms = kf_now_ms();
+    s->end_ms = s->last_write_ms + srv->cfg->stream_max_s * 1000;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, s, free_stream);
     if (!resp) {

@@ -143,8 +143,9 @@ static const struct kf_stmt stmts[] = {
      "SELECT json_build_object(" TASK_FIELDS ", 'source', t.source, 'baselines', " BASELINES
      ")::text, t.status FROM tasks t WHERE t.id = $1"},
     {"task_status", "SELECT status FROM tasks WHERE id = $1"},
-    {"task_by_sha", "SELECT json_build_object(" TASK_FIELDS ")::text, t.id, t.status"
-                    " FROM tasks t WHERE t.sha256 = $1"},
+    /* only the id and status: reading the task's jobs here (its check job) made concurrent
+     * writes of one task conflict with each other's job inserts under SERIALIZABLE */
+    {"task_by_sha", "SELECT t.id, t.status FROM tasks t WHERE t.sha256 = $1"},
     {"task_json", "SELECT json_build_object(" TASK_FIELDS ")::text FROM tasks t WHERE t.id = $1"},
     /* newest first; the cursor is "MICROSECONDS_ID" of the last row given */
     {"task_list", "SELECT json_build_object(" TASK_FIELDS ")::text,"
@@ -158,6 +159,10 @@ static const struct kf_stmt stmts[] = {
                     " ON CONFLICT (sha256) DO NOTHING RETURNING id"},
     {"job_insert", "INSERT INTO jobs (id, kind, class, backend, task_id, payload)"
                    " VALUES ($1, $2, $3, $4, $5, $6::jsonb)"},
+    /* a new job's first event: seq 1 is known, so nothing is read (under SERIALIZABLE a read of
+     * job_events' index page made concurrent enqueues conflict with each other) */
+    {"event_queued", "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1, 1, 'queued',"
+                     " '{}')"},
     {"event_add", "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1,"
                   " COALESCE((SELECT max(seq) FROM job_events WHERE job_id = $1), 0) + 1,"
                   " $2, COALESCE($3::jsonb, '{}'))"},

@@ -33,6 +33,7 @@ SETTINGS = {
     "max_streams": 6,
     "max_streams_per_key": 2,
     "max_streams_anonymous": 2,
+    "stream_max_s": 6,
 }
 
 
@@ -343,6 +344,18 @@ def test_one_key_cannot_take_every_stream(hostile: Stack) -> None:
         return ok
 
     wait_until(slot_back, 10, "a closed stream to give its slot back")
+
+
+def test_a_stream_ends_after_stream_max_s(hostile: Stack) -> None:
+    """A stream of a job that never ends (no worker here) is closed stream_max_s after it began,
+    so that it holds its slot no longer; the client reconnects with Last-Event-ID."""
+    r = hostile.api.post("/v1/tasks", {"source": unique_task("stream end"), "backend": "cpu"})
+    assert r.status_code == 201, r.text
+    t0 = time.monotonic()
+    events = list(hostile.api.events(r.json()["job"]["id"], deadline_s=60))
+    took = time.monotonic() - t0
+    assert [e["event"] for e in events] == ["queued"], events
+    assert SETTINGS["stream_max_s"] - 1 <= took < SETTINGS["stream_max_s"] + 10, took
 
 
 def test_guard_metrics(hostile: Stack) -> None:

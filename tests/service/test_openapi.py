@@ -1,16 +1,14 @@
 """openapi/openapi.yaml: a valid OpenAPI document, in step with lib/errors.tsv and the contract's
-routes, and the live server conforms to it (schemathesis, positive and negative cases)."""
+routes. test_contract.py checks the live server against it (schemathesis, all checks)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from servicekit import ROOT, PgCluster, Stack, missing_binaries, registry
+from servicekit import ROOT, missing_binaries, registry
 
 SPEC = ROOT / "openapi" / "openapi.yaml"
 # docs/service-contract.md, "Routes"
@@ -33,7 +31,6 @@ CONTRACT_ROUTES = {
     ("get", "/v1/export"),
     ("get", "/v1/leaderboard"),
 }
-MAX_EXAMPLES = 15
 
 
 def _spec() -> dict[str, Any]:
@@ -107,64 +104,3 @@ def test_contract_routes_in_spec() -> None:
                 have.add((method, norm))
     missing = CONTRACT_ROUTES - have
     assert not missing, f"routes of the contract missing from the spec: {sorted(missing)}"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """A stack of its own (no worker ever), with wait_max_s=0 so that no generated request waits
-    for a verdict that would never come."""
-    cluster = PgCluster()
-    cluster.start()
-    s = Stack(cluster, tmp_path_factory.mktemp("stack-openapi"), wait_max_s=0)
-    yield s
-    s.close()
-    cluster.close()
-
-
-@pytest.mark.parametrize("mode", ["positive", "negative"])
-def test_live_server_conforms(stack: Stack, mode: str) -> None:
-    import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis.errors import Unsatisfiable
-    from schemathesis.checks import not_a_server_error
-    from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
-
-    _spec()
-    schema = schemathesis.openapi.from_path(str(SPEC))
-    checks = [not_a_server_error, response_schema_conformance, status_code_conformance]
-    headers = {"Authorization": f"Bearer {stack.key}"}
-    failures: list[str] = []
-    ran = 0
-    for result in schema.get_all_operations():
-        op = result.ok()
-        if op.path.endswith("/events"):
-            # a stream stays open until its job ends: checked by test_api_events.py
-            continue
-        strategy = op.as_strategy(generation_mode=schemathesis.GenerationMode(mode))
-
-        @given(case=strategy)
-        @settings(
-            max_examples=MAX_EXAMPLES,
-            derandomize=True,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            phases=[Phase.explicit, Phase.generate, Phase.shrink],
-        )
-        def run(case: Any) -> None:
-            case.call_and_validate(base_url=stack.server.url, headers=headers, checks=checks, timeout=10)
-
-        try:
-            run()
-            ran += 1
-        except Unsatisfiable:
-            # negative mode on an operation with no parameters and no body: nothing to spoil
-            assert mode == "negative", op.label
-            ran += 1
-        except (Exception, BaseExceptionGroup) as e:  # collected: one report for every operation
-            failures.append(f"{op.method.upper()} {op.path}:\n{str(e)[:3000]}")
-    assert ran + len(failures) >= len(CONTRACT_ROUTES) - 1, (
-        "schemathesis found fewer operations than the contract has"
-    )
-    assert not failures, "\n\n".join(failures)
-    assert stack.server.alive(), Path(stack.server.log).read_text()[-3000:]
