@@ -58,6 +58,7 @@ def test_cuda_example(harness, name):
     assert v["env"]["gpu"] and v["timing"]["method"] == "cuda_events"
     assert v["timing"]["verified_reps"] >= 2
     assert v["transfer"] == "device", v.get("transfer")  # tensors crossed as device arenas
+    assert v["reference"]["transfer"] == "device", v["reference"]  # the task's process's too
     assert v["env"].get("guard") == "native", v["env"].get("guard_note")  # the C++ guard loaded here
 
 
@@ -74,4 +75,5 @@ def test_cuda_example_in_jail(harness, name):
     v = _check(harness, name, "cuda", "--budget", "0.5", "--no-compile", "--jail", str(jail), "--gpu", "0")
     assert v["env"]["gpu"]
     assert v["transfer"] == "device", v.get("transfer")  # the arenas' descriptors crossed the jail
+    assert v["reference"]["transfer"] == "device", v["reference"]  # from the task's jail too
     assert v["env"].get("guard") == "native", v["env"].get("guard_note")

@@ -235,3 +235,32 @@ def test_without_the_jail_the_task_still_never_runs_in_the_judge(harness, host, 
         assert f["judge_in_process"] is False, f
         # without the jail the host is open to it: that is what --jail is for
         assert f["secret"] == f"ok:SECRET-{host.token}", f
+
+
+CUDA_HOSTILE_PLACES = ["module", "forward"]
+
+
+@needs_jail
+@pytest.mark.gpu
+@pytest.mark.parametrize("place", CUDA_HOSTILE_PLACES)
+def test_on_the_gpu_the_task_runs_in_the_jail_with_gpu_0_alone(harness, host, tmp_path, place):
+    """The task's process in the run profile with GPU 0's device nodes: check-task and evaluate
+    (the task's tensors cross as device arenas) reach nothing of the host either."""
+    task = str(host.task(tmp_path, place))
+    jail = ["--jail", str(JAIL), "--gpu", "0"]
+    code, v, err = harness("check-task", "--task", task, "--backend", "cuda", *jail)
+    assert code == 0 and v["fit"] is False, (code, v, err)
+    assert_contained(host, v)
+    code, v, err = harness(
+        "evaluate",
+        "--task",
+        task,
+        "--candidate",
+        str(CASES / "cuda_good"),
+        "--backend",
+        "cuda",
+        "--no-compile",
+        *jail,
+    )
+    assert code == 0 and v["status"] == "infra_error", (code, v, err)
+    assert_contained(host, v)
