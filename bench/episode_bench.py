@@ -68,10 +68,10 @@ def optimize(url: str, key: str, source: str, llm_url: str, backend: str, **limi
     return r
 
 
-def wait(url: str, job_id: str, deadline_s: float) -> dict:
+def wait(url: str, key: str, job_id: str, deadline_s: float) -> dict:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        _, j = http("GET", f"{url}/v1/jobs/{job_id}")
+        _, j = http("GET", f"{url}/v1/jobs/{job_id}", key=key)
         if j.get("status") in FINISHED:
             return j
         time.sleep(0.2)
@@ -84,8 +84,8 @@ def overhead(url: str, key: str, backend: str, turns: int) -> dict:
     try:
         source = f"# overhead {time.time()}\n" + (ROOT / "examples/tasks/sum_dim.py").read_text()
         r = optimize(url, key, source, h.url, backend, max_turns=turns)
-        job = wait(url, r["job"]["id"], 600 + turns)
-        _, ep = http("GET", f"{url}/v1/episodes/{r['episode']['id']}")
+        job = wait(url, key, r["job"]["id"], 600 + turns)
+        _, ep = http("GET", f"{url}/v1/episodes/{r['episode']['id']}", key=key)
     finally:
         h.close()
     over = [t["overhead_ms"] for t in ep["turns"][1:]]  # the first includes the prompt's start
@@ -124,9 +124,9 @@ def judge_share(url: str, key: str, backend: str, name: str, episodes: int, dela
             optimize(url, key, f"# share {i} {time.time()}\n" + task, h.url, backend)
             for i, h in enumerate(handles)
         ]
-        jobs = [wait(url, s["job"]["id"], 3600) for s in started]
+        jobs = [wait(url, key, s["job"]["id"], 3600) for s in started]
         wall = time.monotonic() - t0
-        eps = [http("GET", f"{url}/v1/episodes/{s['episode']['id']}")[1] for s in started]
+        eps = [http("GET", f"{url}/v1/episodes/{s['episode']['id']}", key=key)[1] for s in started]
     finally:
         for h in handles:
             h.close()

@@ -71,7 +71,7 @@ export KFORGE_PYTHON=$PY KFORGE_HARNESS_DIR=$ROOT/workers/harness KFORGE_JAIL=$R
 export KFORGE_VAR=$TMP/worker KFORGE_CACHE=$TMP/worker/cache
 psql_() { psql "$KFORGE_DATABASE_URL" -X -At -v ON_ERROR_STOP=1 -c "$1"; }
 build/kforge migrate >/dev/null
-KEY=$(build/kforge keys create --name bench)
+KEY=$(build/kforge keys create --name bench --scope admin)  # no quota: the bench enqueues thousands
 
 build/kforge-server --port 0 >"$TMP/server.out" 2>"$TMP/server.err" &
 PIDS+=($!)
@@ -112,7 +112,7 @@ print(f"{rps:.0f} {p99:.2f} {bad.group(1) if bad else 0}")'
 }
 
 echo "== 1. GET /v1/jobs/{id}: wrk -t2 -c64 -d${DURATION}s --latency"
-wrk -t2 -c64 -d"${DURATION}s" --latency "$URL/v1/jobs/$JOB" >"$TMP/wrk-get.txt"
+wrk -t2 -c64 -d"${DURATION}s" --latency -H "Authorization: Bearer $KEY" "$URL/v1/jobs/$JOB" >"$TMP/wrk-get.txt"
 read -r GET_RPS GET_P99 GET_BAD < <(wrk_figures <"$TMP/wrk-get.txt")
 
 echo "== 2. enqueue to claim, $CLAIMS jobs one at a time, an idle cpu worker"

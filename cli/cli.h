@@ -20,7 +20,9 @@ int kfc_eval_main(int argc, char **argv);
  * reason on stderr. dir NULL: kfc_migrations_dir(). */
 int kfc_migrate(const char *database_url, const char *dir, bool quiet);
 
-/* A new API key named name, stored (prefix and SHA-256 of the whole key) into key. 0 or -1. */
+/* A new admin API key (the operator's: `kforge up` makes one for var/api-key) named name and
+ * owned by the owner of that name, stored (prefix and SHA-256 of the whole key) into key.
+ * 0 or -1. */
 int kfc_key_create(const char *url, const char *name, char key[64]);
 /* true when key is stored and not revoked. */
 bool kfc_key_active(const char *url, const char *key);

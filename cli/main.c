@@ -13,7 +13,10 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"migrate", kfc_migrate_main, "migrate [--database-url URL]"},
-    {"keys", kfc_keys_main, "keys create [--name N] | keys revoke PREFIX  [--database-url URL]"},
+    {"keys", kfc_keys_main,
+     "keys create [--owner O] [--name N] [--scope read|submit|admin]... | keys list [--owner O]"
+     " | keys revoke PREFIX | keys quota OWNER [--active-jobs N] [--gpu-s-per-day S]"
+     "  [--database-url URL]"},
     {"up", kfc_up_main, "up [--var DIR] [--port N] [--cpu | --gpus 0,1]"},
     {"down", kfc_down_main, "down [--var DIR]"},
     {"status", kfc_status_main, "status [--var DIR] [--url U]"},

@@ -28,7 +28,8 @@ the resume cursor at the end, so the next run gets only episodes that finished s
 are appended to --out then (never rewritten).
 
 Examples:
-  python examples/export_to_dataset.py --url http://127.0.0.1:8080 --format sft --out sft.jsonl
+  python examples/export_to_dataset.py --url http://127.0.0.1:8080 --key "$(cat var/api-key)" \
+      --format sft --out sft.jsonl
   python examples/export_to_dataset.py --format rft --min-reward 2 --out rft.jsonl
   python examples/export_to_dataset.py --format ppo --policy openai --state ppo.cursor --out ppo.jsonl
 """
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--key",
         default=os.environ.get("KFORGE_API_KEY"),
-        help="an API key, when reads need one (KFORGE_API_KEY)",
+        help="an API key: the export is its owner's episodes (an admin key's: all) (KFORGE_API_KEY)",
     )
     ap.add_argument("--format", required=True, choices=("sft", "rft", "ppo"), help="the dataset to write")
     ap.add_argument("--out", required=True, help="the JSONL file to write ('-': stdout)")

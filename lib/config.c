@@ -34,7 +34,12 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
     {"rate_limit", KF_CFG_INT, "600", 0, 1e9, "KFORGE_RATE_LIMIT", OFF(rate_limit),
      "writes per key per minute; 0 = no limit"},
     {"public_reads", KF_CFG_BOOL, "true", 0, 0, "KFORGE_PUBLIC_READS", OFF(public_reads),
-     "GETs without an API key"},
+     "GETs of published objects (the leaderboard, published episodes) without an API key;"
+     " private objects always need their owner's key"},
+    {"quota_active_jobs", KF_CFG_INT, "256", 0, 1e9, "KFORGE_QUOTA_ACTIVE_JOBS",
+     OFF(quota_active_jobs), "queued and running jobs per owner; 0 = no limit"},
+    {"quota_gpu_s_per_day", KF_CFG_DOUBLE, "86400", 0, 1e12, "KFORGE_QUOTA_GPU_S_PER_DAY",
+     OFF(quota_gpu_s_per_day), "judge GPU-seconds per owner over the last 24 hours; 0 = no limit"},
     {"wait_max_s", KF_CFG_INT, "120", 0, 3600, "KFORGE_WAIT_MAX_S", OFF(wait_max_s),
      "largest wait of POST /v1/evaluations"},
     {"max_streams", KF_CFG_INT, "64", 0, 100000, "KFORGE_MAX_STREAMS", OFF(max_streams),

@@ -11,24 +11,26 @@ enum kf_cfg_type { KF_CFG_STR, KF_CFG_INT, KF_CFG_BOOL, KF_CFG_DOUBLE };
 
 /* The settings. Strings point into storage owned by the struct (kf_config_free frees it). */
 struct kf_config {
-    char *database_url;          /* KFORGE_DATABASE_URL, libpq conninfo or URI */
-    char *redis_url;             /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
-    char *listen_host;           /* KFORGE_LISTEN_HOST (server) */
-    long port;                   /* KFORGE_PORT; 0 picks a free port (printed at start) */
-    long threads;                /* KFORGE_THREADS: server worker threads */
-    long db_pool;                /* KFORGE_DB_POOL: server database connections */
-    long max_body_bytes;         /* KFORGE_MAX_BODY_BYTES */
-    long max_files;              /* KFORGE_MAX_FILES: files per candidate */
-    long max_file_bytes;         /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
-    long max_source_bytes;       /* KFORGE_MAX_SOURCE_BYTES: a task's source */
-    long rate_limit;             /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
-    bool public_reads;           /* KFORGE_PUBLIC_READS: GETs without a key */
-    long wait_max_s;             /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
-    long max_streams;            /* KFORGE_MAX_STREAMS: open server-sent event streams */
-    long stream_max_s;           /* KFORGE_STREAM_MAX_S: an event stream's longest life */
-    long max_streams_per_key;    /* KFORGE_MAX_STREAMS_PER_KEY: open streams of one key */
-    long max_streams_anonymous;  /* KFORGE_MAX_STREAMS_ANONYMOUS: of all keyless clients */
-    long max_connections;        /* KFORGE_MAX_CONNECTIONS: client connections in all */
+    char *database_url;         /* KFORGE_DATABASE_URL, libpq conninfo or URI */
+    char *redis_url;            /* KFORGE_REDIS_URL, redis://HOST:PORT[/DB] or unix:///PATH */
+    char *listen_host;          /* KFORGE_LISTEN_HOST (server) */
+    long port;                  /* KFORGE_PORT; 0 picks a free port (printed at start) */
+    long threads;               /* KFORGE_THREADS: server worker threads */
+    long db_pool;               /* KFORGE_DB_POOL: server database connections */
+    long max_body_bytes;        /* KFORGE_MAX_BODY_BYTES */
+    long max_files;             /* KFORGE_MAX_FILES: files per candidate */
+    long max_file_bytes;        /* KFORGE_MAX_FILE_BYTES: bytes per candidate file */
+    long max_source_bytes;      /* KFORGE_MAX_SOURCE_BYTES: a task's source */
+    long rate_limit;            /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
+    bool public_reads;          /* KFORGE_PUBLIC_READS: GETs of published objects without a key */
+    long quota_active_jobs;     /* KFORGE_QUOTA_ACTIVE_JOBS: queued + running per owner; 0 = none */
+    double quota_gpu_s_per_day; /* KFORGE_QUOTA_GPU_S_PER_DAY: per owner, last 24 h; 0 = none */
+    long wait_max_s;            /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */
+    long max_streams;           /* KFORGE_MAX_STREAMS: open server-sent event streams */
+    long stream_max_s;          /* KFORGE_STREAM_MAX_S: an event stream's longest life */
+    long max_streams_per_key;   /* KFORGE_MAX_STREAMS_PER_KEY: open streams of one key */
+    long max_streams_anonymous; /* KFORGE_MAX_STREAMS_ANONYMOUS: of all keyless clients */
+    long max_connections;       /* KFORGE_MAX_CONNECTIONS: client connections in all */
     long per_client_connections; /* KFORGE_PER_CLIENT_CONNECTIONS: per address; 0 = none */
     long header_timeout_s;       /* KFORGE_HEADER_TIMEOUT_S: until a request's headers end */
     long max_header_bytes;       /* KFORGE_MAX_HEADER_BYTES: request line + headers */

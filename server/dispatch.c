@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "access.h"
 #include "auth.h"
 #include "conn_guard.h"
 #include "dispatch.h"
@@ -153,9 +154,13 @@ static enum MHD_Result start(struct kf_req *r, const char *url, const char *meth
             return kf_reply_error(r, KF_E_BODY_TOO_LARGE, NULL, "the body passed %ld bytes",
                                   cfg->max_body_bytes);
     }
+    /* a read checks a key when one is sent (its owner sees its private objects), and needs one
+     * when public_reads is off; on failure, the error is queued */
     unsigned fl = r->route->flags;
-    if ((fl & KF_RT_WRITE) || ((fl & KF_RT_READ) && !cfg->public_reads))
-        kf_auth_check(r, (fl & KF_RT_WRITE) != 0); /* on failure, the error is queued */
+    bool sent = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization") != NULL;
+    if ((fl & (KF_RT_WRITE | KF_RT_KEY | KF_RT_ADMIN)) ||
+        ((fl & KF_RT_READ) && (sent || !cfg->public_reads)))
+        kf_auth_check(r, fl);
     return MHD_YES;
 }
 
@@ -241,6 +246,11 @@ enum MHD_Result kf_dispatch(void *cls, struct MHD_Connection *conn, const char *
         char path[256] = "";
         if (find_null(r->json, path, sizeof path))
             return kf_reply_error(r, KF_E_INVALID_FIELD, path, "%s: must not be null", path);
+    }
+    if (r->route->see != KF_SEE_NONE && !r->access_done) {
+        enum MHD_Result ret = kf_access_decide(r);
+        if (r->replied)
+            return ret;
     }
     return r->route->handler(r);
 }

@@ -23,8 +23,9 @@ int kf_job_insert(struct kf_db *db, struct kf_new_job *job) {
     if (kf_uuid_new(job->id) != 0)
         return -1;
     const char *p[] = {job->id,      job->kind,    job->klass,
-                       job->backend, job->task_id, job->payload ? job->payload : "{}"};
-    int rc = run(db, "job_insert", 6, p);
+                       job->backend, job->task_id, job->payload ? job->payload : "{}",
+                       job->owner};
+    int rc = run(db, "job_insert", 7, p);
     if (rc != 0)
         return rc;
     const char *e[] = {job->id};
@@ -46,6 +47,14 @@ void kf_job_dispatch(struct kf_req *r, const char *klass, const char *job_id) {
     kf_liveness_note(r, klass);
 }
 
+/* Records t->owner among the owners of the task t->id. */
+static int add_owner(struct kf_db *db, const struct kf_new_task *t) {
+    if (!t->owner)
+        return 0;
+    const char *p[] = {t->id, t->owner};
+    return run(db, "task_owner_add", 2, p);
+}
+
 int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
     t->created = false;
     t->job_id[0] = '\0';
@@ -65,11 +74,12 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
                                  .klass = t->klass,
                                  .backend = t->backend,
                                  .task_id = t->id,
-                                 .payload = NULL};
+                                 .payload = NULL,
+                                 .owner = t->owner};
         int rc = kf_job_insert(db, &job);
         if (rc == 0)
             snprintf(t->job_id, sizeof t->job_id, "%s", job.id);
-        return rc;
+        return rc != 0 ? rc : add_owner(db, t);
     }
     const char *q[] = {t->sha256};
     res = kf_db_exec(db, "task_by_sha", 1, q);
@@ -82,11 +92,11 @@ int kf_task_upsert(struct kf_db *db, struct kf_new_task *t) {
     snprintf(t->id, sizeof t->id, "%s", PQgetvalue(res, 0, 0));
     snprintf(t->status, sizeof t->status, "%s", PQgetvalue(res, 0, 1));
     PQclear(res);
-    return 0;
+    return add_owner(db, t);
 }
 
-int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_id, bool *missing,
-                    bool *invalid) {
+int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_id,
+                    const char *admin, const char *owner, bool *missing, bool *invalid) {
     *missing = *invalid = false;
     if (t) {
         int rc = kf_task_upsert(db, t);
@@ -95,8 +105,8 @@ int kf_task_resolve(struct kf_db *db, struct kf_new_task *t, const char **task_i
         *task_id = t->id;
         *invalid = strcmp(t->status, "invalid") == 0;
     } else {
-        const char *p[] = {*task_id};
-        PGresult *res = kf_db_exec(db, "task_status", 1, p);
+        const char *p[] = {*task_id, admin, owner};
+        PGresult *res = kf_db_exec(db, "task_status", 3, p);
         if (!res)
             return kf_tx_fail(db);
         *missing = PQntuples(res) != 1;

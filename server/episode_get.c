@@ -1,10 +1,13 @@
 /* episode_get.c: GET /v1/episodes/{id}. One statement gives the episode (without turns) and
  * its turns as two JSON texts; the reply splices them, so `?turns=false` leaves the key out
- * and `?after=N` (turns with idx > N, for a client polling a live episode) costs no parse. */
+ * and `?after=N` (turns with idx > N, for a client polling a live episode) costs no parse.
+ * Its owner sees all of it; anyone else sees a published episode (access.h) with its policy's
+ * name and model only, and its turns only when published with its sources. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "episode_get.h"
 #include "episode_sql.h"
 #include "reply.h"
@@ -57,8 +60,11 @@ enum MHD_Result kf_episode_get(struct kf_req *r) {
     struct kf_db *db = kf_srv_db_get(r->srv);
     if (!db)
         return kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
-    const char *params[] = {r->id, after[0] ? after : NULL, with_turns ? "true" : "false"};
-    PGresult *res = kf_episode_sql_exec(db, "ep_episode_get", 3, params);
+    /* the turns hold the kernels' sources: its owner's, or published with them */
+    with_turns = with_turns && r->access >= KF_ACCESS_SOURCES;
+    const char *params[] = {r->id, after[0] ? after : NULL, with_turns ? "true" : "false",
+                            r->access >= KF_ACCESS_OWNER ? "true" : "false"};
+    PGresult *res = kf_episode_sql_exec(db, "ep_episode_get", 4, params);
     enum MHD_Result ret;
     if (!res)
         ret = kf_reply_db_error(r, db);

@@ -26,12 +26,18 @@
 #define RESULTS_ARRAY ARRAY("u.tool_results")
 #define CALLS_ARRAY ARRAY("u.assistant -> 'tool_calls'")
 
+/* the policy as anyone but the owner sees it: its name and model (no endpoint) */
+#define POLICY_PUBLIC                                                                              \
+    "jsonb_strip_nulls(jsonb_build_object('name', e.policy, 'model',"                              \
+    " CASE WHEN jsonb_typeof(e.policy_config) = 'object' THEN e.policy_config -> 'model' END))"
+
+/* $4: the caller is the episode's owner (else the policy shows no endpoint) */
 #define EPISODE_FIELDS                                                                             \
     "'id', e.id, 'job_id', e.job_id, 'task_id', e.task_id, 'backend', e.backend,"                  \
     " 'task_name', (SELECT k.name FROM tasks k WHERE k.id = e.task_id),"                           \
     " 'status', e.status, 'end_reason', e.end_reason,"                                             \
     " 'end_detail', (SELECT jd.result ->> 'end_detail' FROM jobs jd WHERE jd.id = e.job_id),"      \
-    " 'policy', " POLICY_JSON ","                                                                  \
+    " 'policy', CASE WHEN $4::boolean THEN " POLICY_JSON " ELSE " POLICY_PUBLIC " END,"            \
     " 'limits', e.limits, 'attempt', e.attempt, 'n_turns', e.n_turns,"                             \
     " 'tokens', json_build_object('prompt', e.prompt_tokens, 'completion', e.completion_tokens),"  \
     " 'gpu_seconds', e.gpu_seconds, 'env', e.env, 'best_candidate_id', e.best_candidate_id,"       \
@@ -95,9 +101,12 @@
     " FROM (SELECT u.idx, " CALLS_SIG " AS sig FROM turns u WHERE u.episode_id = e.id) s) w"       \
     " WHERE w.sig IS NOT NULL AND w.sig = w.prev))"
 
-/* $1 after export_seq, $2 since, $3 until, $4 task_id, $5 policy, $6 min_reward, $7 rft */
+/* $1 after export_seq, $2 since, $3 until, $4 task_id, $5 policy, $6 min_reward, $7 rft, $9 the
+ * owner whose episodes they are (NULL: every owner's, for an admin key) */
 #define EXPORT_WHERE                                                                               \
     "e.export_seq IS NOT NULL AND e.export_seq > $1::bigint"                                       \
+    " AND ($9::text IS NULL OR EXISTS (SELECT 1 FROM jobs jo WHERE jo.id = e.job_id"               \
+    " AND jo.owner = $9::text))"                                                                   \
     " AND ($2::timestamptz IS NULL OR e.finished_at >= $2::timestamptz)"                           \
     " AND ($3::timestamptz IS NULL OR e.finished_at < $3::timestamptz)"                            \
     " AND ($4::uuid IS NULL OR e.task_id = $4::uuid)"                                              \
@@ -106,7 +115,8 @@
     " AND (NOT $7::boolean OR " RFT ")"
 
 static const struct kf_stmt stmts[] = {
-    /* the episode without its turns, and its turns after $2 (all when NULL) when $3 */
+    /* the episode without its turns, and its turns after $2 (all when NULL) when $3; $4: seen
+     * by its owner */
     {"ep_episode_get",
      "SELECT json_build_object(" EPISODE_FIELDS ")::text, CASE WHEN $3::boolean THEN"
      " COALESCE((SELECT json_agg(" TURN_VIEW " ORDER BY t.idx) FROM turns t"
@@ -125,7 +135,8 @@ static const struct kf_stmt stmts[] = {
     {"ep_export_sft", "SELECT e.export_seq, " SFT_JSON "::text FROM episodes e WHERE " EXPORT_WHERE
                       " ORDER BY e.export_seq LIMIT $8::int"},
     /* whether a record follows $1 (the next page would not be empty) */
-    {"ep_export_more", "SELECT EXISTS (SELECT 1 FROM episodes e WHERE " EXPORT_WHERE ")"},
+    {"ep_export_more",
+     "SELECT EXISTS (SELECT 1 FROM episodes e WHERE " EXPORT_WHERE " LIMIT $8::int)"},
 };
 
 const struct kf_stmt *kf_episode_sql_stmts(size_t *n) {

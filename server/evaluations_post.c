@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "enqueue.h"
 #include "evaluations_post.h"
 #include "jspec.h"
 #include "park.h"
+#include "quota.h"
 #include "reply.h"
 #include "tasks_post.h"
 #include "util.h"
@@ -19,8 +21,9 @@
 struct eval_in {
     const char *task_id, *format, *backend, *klass;
     json_t *files;
-    char *files_text; /* JSON of files, for the candidates row */
-    char *payload;    /* the job's payload */
+    char *files_text;  /* JSON of files, for the candidates row */
+    char *payload;     /* the job's payload */
+    const char *admin; /* "true" or "false": the caller's key is an admin's */
     bool has_task;
     struct kf_new_task task;
     char cand_sha[65];
@@ -28,6 +31,7 @@ struct eval_in {
     char cand_id[37], eval_id[37];
     struct kf_new_job job;
     bool task_invalid, task_missing;
+    struct kf_quota quota;
 };
 
 struct eval_wait {
@@ -131,8 +135,8 @@ static bool files_ok(struct kf_req *r, struct eval_in *in) {
 static int tx(struct kf_db *db, void *arg) {
     struct eval_in *in = arg;
     const char *task_id = in->task_id;
-    int rc = kf_task_resolve(db, in->has_task ? &in->task : NULL, &task_id, &in->task_missing,
-                             &in->task_invalid);
+    int rc = kf_task_resolve(db, in->has_task ? &in->task : NULL, &task_id, in->admin,
+                             in->task.owner, &in->task_missing, &in->task_invalid);
     if (rc != 0)
         return rc;
     if (kf_uuid_new(in->cand_id) != 0 || kf_uuid_new(in->eval_id) != 0)
@@ -152,6 +156,7 @@ static int tx(struct kf_db *db, void *arg) {
     in->job.backend = in->backend;
     in->job.task_id = task_id;
     in->job.payload = payload;
+    in->job.owner = in->task.owner;
     rc = payload ? kf_job_insert(db, &in->job) : -1;
     free(payload);
     in->job.payload = NULL;
@@ -162,7 +167,7 @@ static int tx(struct kf_db *db, void *arg) {
     if (!res)
         return kf_tx_fail(db);
     PQclear(res);
-    return 0;
+    return kf_quota_tx(db, &in->quota);
 }
 
 /* Answers with {"evaluation", "job"}: 200 when the job finished, else 202 (or, while waiting
@@ -285,6 +290,8 @@ static bool parse(struct kf_req *r, struct eval_in *in, int64_t *wait) {
 
 static enum MHD_Result create(struct kf_req *r) {
     struct eval_in in = {.format = "native", .backend = r->srv->cfg->default_backend};
+    kf_access_viewer(r, &in.admin, &in.task.owner); /* the job's and the task's */
+    kf_quota_init(&in.quota, r);
     int64_t wait = 0;
     char name_buf[16], sha[65];
     enum MHD_Result ret = MHD_YES;
@@ -298,7 +305,9 @@ static enum MHD_Result create(struct kf_req *r) {
     }
     int rc = kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES);
     if (rc != 0) {
-        if (in.task_missing)
+        if (in.quota.over)
+            ret = kf_quota_reply(r, &in.quota);
+        else if (in.task_missing)
             ret = kf_reply_error(r, KF_E_TASK_NOT_FOUND, "task_id", NULL);
         else if (in.task_invalid)
             ret = kf_reply_task_invalid(r, db, in.has_task ? in.task.id : in.task_id,

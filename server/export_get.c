@@ -16,12 +16,14 @@
  * read_stream, which reads the next rows on a pooled connection taken per fetch, so a large
  * export never sits in memory: a fetch is sized to about KF_EXPORT_PAGE_BYTES of records.
  * With Accept-Encoding: gzip, the bytes go through zlib's deflate with a gzip header, flushed
- * after each fetch. */
+ * after each fetch. It needs a key: the records are the key's owner's episodes (an admin key's:
+ * every owner's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
+#include "auth.h"
 #include "episode_sql.h"
 #include "export_get.h"
 #include "export_query.h"
@@ -39,6 +41,7 @@ struct stream {
     struct kf_log_ctx log;
     char request_id[65];
     struct kf_export_query q;
+    char owner[72];    /* whose episodes ("" every owner's: an admin key) */
     char last_seq[24]; /* the export_seq of the last record given ("" none yet) */
     long left;         /* records this page may still give */
     long count;        /* records given */
@@ -87,8 +90,9 @@ static int deflate_out(struct stream *s) {
     return 0;
 }
 
-/* The query's filters as parameters $1..$7 of the export statements, then $8 (n). */
-static void params_of(const struct stream *s, const char *p[8], char n[16], long rows) {
+/* The query's filters as parameters $1..$7 of the export statements, then $8 (n), $9 (the
+ * owner). */
+static void params_of(const struct stream *s, const char *p[9], char n[16], long rows) {
     const struct kf_export_query *q = &s->q;
     snprintf(n, 16, "%ld", rows);
     p[0] = s->last_seq[0] ? s->last_seq : q->after;
@@ -99,17 +103,18 @@ static void params_of(const struct stream *s, const char *p[8], char n[16], long
     p[5] = q->min_reward[0] ? q->min_reward : NULL;
     p[6] = q->rft ? "true" : "false";
     p[7] = n;
+    p[8] = s->owner[0] ? s->owner : NULL;
 }
 
 /* One fetch of records into sink(s); at the end of the page, whether more follow. 0, or -1
  * when a statement failed (db says why) or memory ran out (db's error is empty then). */
 static int fetch(struct stream *s, struct kf_db *db) {
     long want = s->left < s->fetch ? s->left : s->fetch;
-    const char *p[8];
+    const char *p[9];
     char n[16];
     params_of(s, p, n, want);
     PGresult *res =
-        kf_episode_sql_exec(db, s->q.sft ? "ep_export_sft" : "ep_export_trajectory", 8, p);
+        kf_episode_sql_exec(db, s->q.sft ? "ep_export_sft" : "ep_export_trajectory", 9, p);
     if (!res)
         return -1;
     int rows = PQntuples(res);
@@ -139,7 +144,7 @@ static int fetch(struct stream *s, struct kf_db *db) {
         s->phase = TRAILER;
     } else if (s->left == 0) {
         params_of(s, p, n, 1);
-        res = kf_episode_sql_exec(db, "ep_export_more", 7, p);
+        res = kf_episode_sql_exec(db, "ep_export_more", 9, p);
         if (!res)
             return -1;
         s->has_more = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
@@ -230,6 +235,8 @@ static struct stream *stream_new(struct kf_req *r, const struct kf_export_query 
     s->log = r->log;
     s->log.request_id = s->request_id;
     s->q = *q;
+    if (!kf_auth_admin(r))
+        snprintf(s->owner, sizeof s->owner, "%s", r->owner);
     s->left = q->limit;
     s->fetch = KF_EXPORT_FETCH_FIRST;
     s->phase = ROWS;
@@ -245,6 +252,8 @@ static struct stream *stream_new(struct kf_req *r, const struct kf_export_query 
 }
 
 enum MHD_Result kf_export_get(struct kf_req *r) {
+    if (!kf_auth_admin(r) && !r->owner[0]) /* the route needs a key: never reached */
+        return kf_reply_error(r, KF_E_UNAUTHORIZED, NULL, NULL);
     struct kf_export_query q;
     char msg[160];
     const char *bad = kf_export_query_parse(r->conn, &q, msg, sizeof msg);

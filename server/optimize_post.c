@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "enqueue.h"
 #include "jspec.h"
 #include "liveness.h"
 #include "optimize_post.h"
+#include "quota.h"
 #include "reply.h"
 #include "tasks_post.h"
 #include "util.h"
@@ -42,7 +44,9 @@ static const struct limit_spec limit_specs[] = {
 
 struct opt_in {
     const char *task_id, *backend, *klass;
-    const char *policy; /* the policy's name */
+    const char *policy;  /* the policy's name */
+    const char *publish; /* none, results or sources */
+    const char *admin;   /* "true" or "false": the caller's key is an admin's */
     bool has_task;
     struct kf_new_task task;
     json_t *payload;   /* owned: the job's payload, but for episode_id (set by the transaction) */
@@ -52,6 +56,7 @@ struct opt_in {
     char episode_id[37];
     struct kf_new_job job;
     bool task_invalid, task_missing;
+    struct kf_quota quota;
 };
 
 /* JSON Schema counts 40.0 as the integer 40: when obj is an object whose member name is such a
@@ -242,6 +247,9 @@ static bool build(struct kf_req *r, struct opt_in *in, json_t *policy, const int
     return true;
 }
 
+/* What the owner publishes of the episode (access.h): the leaderboard shows it from "results" */
+static const char *const publish_levels[] = {"none", "results", "sources", NULL};
+
 /* Parses the body into in; false with the error queued. */
 static bool parse(struct kf_req *r, struct opt_in *in) {
     json_t *task = NULL, *policy = NULL, *limits = NULL, *opts = NULL;
@@ -264,6 +272,7 @@ static bool parse(struct kf_req *r, struct opt_in *in) {
         {.name = "policy", .type = KF_J_OBJECT, .out = &policy},
         {.name = "limits", .type = KF_J_OBJECT, .out = &limits},
         {.name = "options", .type = KF_J_OBJECT, .out = &opts},
+        {.name = "publish", .type = KF_J_ENUM, .out = &in->publish, .choices = publish_levels},
     };
     struct kf_jfield tfields[] = {
         {.name = "source", .type = KF_J_STRING, .required = true, .out = &in->task.source},
@@ -321,8 +330,8 @@ static bool parse(struct kf_req *r, struct opt_in *in) {
 static int tx(struct kf_db *db, void *arg) {
     struct opt_in *in = arg;
     const char *task_id = in->task_id;
-    int rc = kf_task_resolve(db, in->has_task ? &in->task : NULL, &task_id, &in->task_missing,
-                             &in->task_invalid);
+    int rc = kf_task_resolve(db, in->has_task ? &in->task : NULL, &task_id, in->admin,
+                             in->task.owner, &in->task_missing, &in->task_invalid);
     if (rc != 0)
         return rc;
     if (kf_uuid_new(in->episode_id) != 0 ||
@@ -336,18 +345,19 @@ static int tx(struct kf_db *db, void *arg) {
     in->job.backend = in->backend;
     in->job.task_id = task_id;
     in->job.payload = payload;
+    in->job.owner = in->task.owner;
     rc = kf_job_insert(db, &in->job);
     free(payload);
     in->job.payload = NULL;
     if (rc != 0)
         return rc;
-    const char *e[] = {in->episode_id, in->job.id,      task_id,        in->backend,
-                       in->policy,     in->config_text, in->limits_text};
-    PGresult *res = kf_db_exec(db, "episode_insert", 7, e);
+    const char *e[] = {in->episode_id, in->job.id,      task_id,         in->backend,
+                       in->policy,     in->config_text, in->limits_text, in->publish};
+    PGresult *res = kf_db_exec(db, "episode_insert", 8, e);
     if (!res)
         return kf_tx_fail(db);
     PQclear(res);
-    return 0;
+    return kf_quota_tx(db, &in->quota);
 }
 
 /* 202 {"job", "episode": {"id", "status"}} with Location: /v1/jobs/ID, read back on db. */
@@ -381,7 +391,9 @@ static enum MHD_Result reply(struct kf_req *r, struct kf_db *db, const struct op
 }
 
 enum MHD_Result kf_optimize_post(struct kf_req *r) {
-    struct opt_in in = {.backend = r->srv->cfg->default_backend};
+    struct opt_in in = {.backend = r->srv->cfg->default_backend, .publish = "none"};
+    kf_access_viewer(r, &in.admin, &in.task.owner); /* the job's, the episode's and the task's */
+    kf_quota_init(&in.quota, r);
     char name_buf[16], sha[65];
     enum MHD_Result ret = MHD_YES;
     if (!parse(r, &in) || (in.has_task && !kf_task_fields_ok(r, "task", &in.task, name_buf, sha)))
@@ -392,7 +404,9 @@ enum MHD_Result kf_optimize_post(struct kf_req *r) {
         goto out;
     }
     if (kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES) != 0) {
-        if (in.task_missing)
+        if (in.quota.over)
+            ret = kf_quota_reply(r, &in.quota);
+        else if (in.task_missing)
             ret = kf_reply_error(r, KF_E_TASK_NOT_FOUND, "task_id", NULL);
         else if (in.task_invalid)
             ret = kf_reply_task_invalid(r, db, in.has_task ? in.task.id : in.task_id,

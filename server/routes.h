@@ -10,7 +10,21 @@
 enum {
     KF_RT_BODY = 1 << 0,  /* takes a JSON body (parsed before the handler runs) */
     KF_RT_WRITE = 1 << 1, /* needs an API key (and counts against its rate limit) */
-    KF_RT_READ = 1 << 2,  /* needs an API key when public_reads is off */
+    KF_RT_READ = 1 << 2,  /* a key is checked when sent, and needed when public_reads is off */
+    KF_RT_KEY = 1 << 3,   /* needs an API key (of any scope), whatever public_reads says */
+    KF_RT_ADMIN = 1 << 4, /* needs an API key with the admin scope */
+};
+
+/* The owned object a route's {id} names: the dispatcher decides what the caller may see of it
+ * (access.h) before the handler runs, and answers its not-found error when nothing. */
+enum kf_see {
+    KF_SEE_NONE = 0,
+    KF_SEE_TASK,       /* its submitters; anyone, when an episode of it is published */
+    KF_SEE_JOB,        /* its owner; anyone, when its episode is published */
+    KF_SEE_JOB_OWNER,  /* its owner only (cancel) */
+    KF_SEE_EVALUATION, /* its owner only */
+    KF_SEE_EPISODE,    /* its owner; anyone, when published */
+    KF_SEE_CANDIDATE,  /* its owner; anyone, when its episode is published with sources */
 };
 
 struct kf_route {
@@ -18,6 +32,7 @@ struct kf_route {
     const char *pattern; /* also the metrics label */
     kf_handler handler;
     unsigned flags;
+    enum kf_see see;
 };
 
 /* The table and its length. */

@@ -82,7 +82,11 @@ struct kf_req {
     struct kf_buf body;   /* the request body so far */
     json_t *json;         /* the parsed body (routes that take one) */
     json_t *warnings;     /* owned: the 2xx reply's "warnings" (liveness.h), or NULL */
-    char key_id[40];      /* the API key's id when authenticated */
+    char key_id[40];      /* the API key's id when authenticated ("" anonymous) */
+    char owner[72];       /* the key's owner ("" anonymous) */
+    unsigned scopes;      /* the key's scopes (auth.h's KF_SCOPE_* bits; 0 anonymous) */
+    int access;           /* what the caller may see of the path's object (access.h) */
+    bool access_done;     /* access was decided (the handler may run again after a park) */
     char retry_after[16]; /* a Retry-After header for the reply ("" none) */
     char allow[64];       /* an Allow header for the reply ("" none) */
     int label;            /* the metrics label: a route's index, or after the routes */

@@ -19,12 +19,55 @@
                                              " 'episode_id', (SELECT p2.id FROM episodes p2 WHERE" \
                                              " p2.job_id = j.id))"
 
-#define TASK_FIELDS                                                                                \
+#define T_CREATED TS("t.created_at")
+
+/* a task's fields; its check verdict and check job only where full (an SQL condition) holds:
+ * for the owners that submitted it, and for admin keys */
+#define TASK_FIELDS_IF(full)                                                                       \
     "'id', t.id, 'name', t.name, 'sha256', t.sha256, 'backend', t.backend, 'suite', t.suite,"      \
-    " 'status', t.status, 'check', t.check_result, 'created_at', " TS(                             \
-        "t.created_at") ","                                                                        \
-                        " 'check_job_id', (SELECT j2.id FROM jobs j2 WHERE j2.task_id = t.id"      \
-                        " AND j2.kind = 'check_task' ORDER BY j2.created_at LIMIT 1)"
+    " 'status', t.status, 'check', CASE WHEN " full " THEN t.check_result END,"                    \
+    " 'created_at', " T_CREATED ", 'check_job_id', CASE WHEN " full " THEN (SELECT j2.id"          \
+    " FROM jobs j2 WHERE j2.task_id = t.id AND j2.kind = 'check_task'"                             \
+    " ORDER BY j2.created_at LIMIT 1) END"
+
+#define TASK_FIELDS TASK_FIELDS_IF("true")
+#define TASK_GET_FIELDS TASK_FIELDS_IF("$2::boolean")
+
+/* the caller ($A admin, $O its owner, NULL when anonymous) submitted task t, or is admin */
+#define TASK_OWNED(A, O)                                                                           \
+    "(" A "::boolean OR EXISTS (SELECT 1 FROM task_owners o WHERE o.task_id = t.id"                \
+    " AND o.owner = " O "::text))"
+
+#define TASK_OWNED_23 TASK_OWNED("$2", "$3")
+#define TASK_OWNED_45 TASK_OWNED("$4", "$5")
+#define TASK_LIST_FIELDS TASK_FIELDS_IF(TASK_OWNED_45)
+
+/* an episode of task t is published (with its sources, where only sources count) */
+#define TASK_PUBLISHED                                                                             \
+    "EXISTS (SELECT 1 FROM episodes p3 WHERE p3.task_id = t.id AND p3.publish <> 'none')"
+#define TASK_SOURCES                                                                               \
+    "EXISTS (SELECT 1 FROM episodes p3 WHERE p3.task_id = t.id AND p3.publish = 'sources')"
+
+/* the GPU-seconds of job j: its episode's judge time (optimize), else the GPU lock its verdict
+ * says it held, else (cpu, a check) its harness's wall time */
+#define JOB_GPU_S                                                                                  \
+    "CASE WHEN j.kind = 'optimize' THEN COALESCE((SELECT ep.gpu_seconds FROM episodes ep"          \
+    " WHERE ep.job_id = j.id), 0) WHEN jsonb_typeof(j.result -> 'gpu_lock_held_s') = 'number'"     \
+    " THEN (j.result ->> 'gpu_lock_held_s')::float8"                                               \
+    " ELSE COALESCE(extract(epoch FROM j.finished_at - j.claimed_at)::float8, 0) END"
+
+/* job j's episode is published (then anyone sees the job and its events) */
+#define JOB_PUBLISHED                                                                              \
+    "EXISTS (SELECT 1 FROM episodes p4 WHERE p4.job_id = j.id AND p4.publish <> 'none')"
+
+#define DAY "interval '24 hours'"
+
+#define K_CREATED TS("k.created_at")
+#define K_REVOKED TS("k.revoked_at")
+
+#define KEY_FIELDS                                                                                 \
+    "'id', k.id, 'prefix', k.prefix, 'name', k.name, 'owner', k.owner,"                            \
+    " 'scopes', to_json(k.scopes), 'created_at', " K_CREATED ", 'revoked_at', " K_REVOKED
 
 #define B_MEASURED TS("b.measured_at")
 
@@ -61,7 +104,7 @@
     " jsonb_path_query_first(ep.final_verdict, '$.timing.eager." LB_MEDIAN " AS eager_ms,"         \
     " jsonb_path_query_first(ep.final_verdict, '$.timing.compile." LB_MEDIAN " AS compile_ms"      \
     " FROM episodes ep JOIN tasks t ON t.id = ep.task_id WHERE ep.status = 'finished'"             \
-    " AND ep.final_reward >= 1 AND ep.best_candidate_id IS NOT NULL"
+    " AND ep.final_reward >= 1 AND ep.best_candidate_id IS NOT NULL AND ep.publish <> 'none'"
 
 #define LB_FILTER                                                                                  \
     "($1::text IS NULL OR x.backend = $1::text) AND ($2::text IS NULL OR x.device = $2::text)"     \
@@ -134,31 +177,41 @@
     " 'facets', (" LB_FACETS "), 'filter', " LB_FILTER_JSON ")::text"
 
 static const struct kf_stmt stmts[] = {
-    {"api_key", "SELECT id, hash, revoked_at IS NOT NULL FROM api_keys WHERE prefix = $1"},
+    {"api_key", "SELECT id, hash, revoked_at IS NOT NULL, owner, array_to_string(scopes, ',')"
+                " FROM api_keys WHERE prefix = $1"},
     {"ping", "SELECT 1"},
     {"job_get", "SELECT " JOB_JSON "::text FROM jobs j WHERE j.id = $1"},
+    /* GET /v1/jobs/{id}: the job when $2 (admin) or $3 (the caller's owner) may see it */
+    {"job_get_seen", "SELECT " JOB_JSON "::text FROM jobs j WHERE j.id = $1"
+                     " AND ($2::boolean OR j.owner = $3::text OR " JOB_PUBLISHED ")"},
     {"job_state", "SELECT " FINISHED " FROM jobs j WHERE j.id = $1"},
-    /* the task, its source and its baselines (one per backend and device) */
-    {"task_get",
-     "SELECT json_build_object(" TASK_FIELDS ", 'source', t.source, 'baselines', " BASELINES
-     ")::text, t.status FROM tasks t WHERE t.id = $1"},
-    {"task_status", "SELECT status FROM tasks WHERE id = $1"},
+    /* the task, its source ($3: shown) and its baselines (one per backend and device); $2: its
+     * check shown */
+    {"task_get", "SELECT json_build_object(" TASK_GET_FIELDS ", 'source', CASE WHEN $3::boolean"
+                 " THEN t.source END, 'baselines', " BASELINES ")::text, t.status FROM tasks t"
+                 " WHERE t.id = $1"},
+    /* a task that a write names by id: one its caller submitted, or whose source is published */
+    {"task_status",
+     "SELECT t.status FROM tasks t WHERE t.id = $1 AND (" TASK_OWNED_23 " OR " TASK_SOURCES ")"},
+    {"task_owner_add", "INSERT INTO task_owners (task_id, owner) VALUES ($1, $2)"
+                       " ON CONFLICT DO NOTHING"},
     /* only the id and status: reading the task's jobs here (its check job) made concurrent
      * writes of one task conflict with each other's job inserts under SERIALIZABLE */
     {"task_by_sha", "SELECT t.id, t.status FROM tasks t WHERE t.sha256 = $1"},
     {"task_json", "SELECT json_build_object(" TASK_FIELDS ")::text FROM tasks t WHERE t.id = $1"},
-    /* newest first; the cursor is "MICROSECONDS_ID" of the last row given */
-    {"task_list", "SELECT json_build_object(" TASK_FIELDS ")::text,"
+    /* newest first; the cursor is "MICROSECONDS_ID" of the last row given; the tasks the caller
+     * ($4 admin, $5 owner) submitted and those with a published episode */
+    {"task_list", "SELECT json_build_object(" TASK_LIST_FIELDS ")::text,"
                   " (extract(epoch FROM t.created_at) * 1000000)::bigint || '_' || t.id"
-                  " FROM tasks t WHERE $1::bigint IS NULL OR"
+                  " FROM tasks t WHERE ($1::bigint IS NULL OR"
                   " ((extract(epoch FROM t.created_at) * 1000000)::bigint, t.id)"
-                  " < ($1::bigint, $2::uuid)"
+                  " < ($1::bigint, $2::uuid)) AND (" TASK_OWNED_45 " OR " TASK_PUBLISHED ")"
                   " ORDER BY t.created_at DESC, t.id DESC LIMIT $3::int"},
     {"task_insert", "INSERT INTO tasks (id, sha256, name, source, backend, suite)"
                     " VALUES ($1, $2, $3, $4, $5, COALESCE($6, 'user'))"
                     " ON CONFLICT (sha256) DO NOTHING RETURNING id"},
-    {"job_insert", "INSERT INTO jobs (id, kind, class, backend, task_id, payload)"
-                   " VALUES ($1, $2, $3, $4, $5, $6::jsonb)"},
+    {"job_insert", "INSERT INTO jobs (id, kind, class, backend, task_id, payload, owner)"
+                   " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)"},
     /* a new job's first event: seq 1 is known, so nothing is read (under SERIALIZABLE a read of
      * job_events' index page made concurrent enqueues conflict with each other) */
     {"event_queued", "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1, 1, 'queued',"
@@ -178,7 +231,7 @@ static const struct kf_stmt stmts[] = {
      "SELECT json_build_object('evaluation', json_build_object(" EVAL_FIELDS "), 'job', " JOB_JSON
      ")::text, " FINISHED " FROM evaluations e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1"},
     {"episode_insert", "INSERT INTO episodes (id, job_id, task_id, backend, policy, policy_config,"
-                       " limits) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb)"},
+                       " limits, publish) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8)"},
     /* POST /v1/optimize's reply: {"job", "episode": {"id", "status"}} of an episode */
     {"optimize_pair", "SELECT json_build_object('job', " JOB_JSON ", 'episode',"
                       " json_build_object('id', e.id, 'status', e.status))::text"
@@ -212,6 +265,48 @@ static const struct kf_stmt stmts[] = {
     {"jobs_waiting", "SELECT class, count(*) FROM jobs WHERE status IN ('queued', 'running')"
                      " GROUP BY class"},
     {"leaderboard", LEADERBOARD},
+    /* access.c: the caller's level (access.h: 3 owner, 2 sources, 1 results, 0 none) on the
+     * object $1, from $2 (admin) and $3 (its owner, NULL when anonymous) */
+    {"see_task", "SELECT CASE WHEN " TASK_OWNED_23 " THEN 3 WHEN " TASK_SOURCES
+                 " THEN 2 WHEN " TASK_PUBLISHED " THEN 1 ELSE 0 END FROM tasks t WHERE t.id = $1"},
+    {"see_job", "SELECT CASE WHEN $2::boolean OR j.owner = $3::text THEN 3 WHEN " JOB_PUBLISHED
+                " THEN 1 ELSE 0 END FROM jobs j WHERE j.id = $1"},
+    {"see_evaluation", "SELECT CASE WHEN $2::boolean OR j.owner = $3::text THEN 3 ELSE 0 END"
+                       " FROM evaluations e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1"},
+    {"see_episode", "SELECT CASE WHEN $2::boolean OR j.owner = $3::text THEN 3 ELSE CASE ep.publish"
+                    " WHEN 'sources' THEN 2 WHEN 'results' THEN 1 ELSE 0 END END"
+                    " FROM episodes ep JOIN jobs j ON j.id = ep.job_id WHERE ep.id = $1"},
+    /* a candidate: of an evaluation, or the best or a judged one (in its turns' rewards) of an
+     * episode of its task */
+    {"see_candidate",
+     "SELECT CASE WHEN $2::boolean THEN 3 ELSE COALESCE(GREATEST((SELECT max(CASE WHEN j.owner ="
+     " $3::text THEN 3 ELSE 0 END) FROM evaluations e JOIN jobs j ON j.id = e.job_id"
+     " WHERE e.candidate_id = c.id), (SELECT max(CASE WHEN j.owner = $3::text THEN 3"
+     " WHEN ep.publish = 'sources' THEN 2 ELSE 0 END) FROM episodes ep JOIN jobs j"
+     " ON j.id = ep.job_id WHERE ep.task_id = c.task_id AND (ep.best_candidate_id = c.id"
+     " OR EXISTS (SELECT 1 FROM turns u WHERE u.episode_id = ep.id AND u.rewards @>"
+     " jsonb_build_array(jsonb_build_object('candidate_id', c.id::text)))))), 0) END"
+     " FROM candidates c WHERE c.id = $1"},
+    /* the quotas of owner $1 ($2, $3: the settings, for an owner without its own), its queued and
+     * running jobs, its GPU-seconds of the last 24 hours, and the seconds until the oldest
+     * finished job of those leaves the window */
+    {"quota_usage",
+     "SELECT COALESCE(o.max_active_jobs, $2::int), COALESCE(o.gpu_seconds_per_day, $3::float8),"
+     " (SELECT count(*) FROM jobs j WHERE j.owner = $1::text AND j.status IN ('queued',"
+     " 'running')), (SELECT COALESCE(sum(" JOB_GPU_S "), 0) FROM jobs j WHERE j.owner = $1::text"
+     " AND (j.status = 'running' OR j.finished_at >= now() - " DAY ")), (SELECT ceil(extract("
+     "epoch FROM min(j.finished_at) + " DAY " - now()))::bigint FROM jobs j"
+     " WHERE j.owner = $1::text AND j.finished_at >= now() - " DAY ")"
+     " FROM (SELECT $1::text AS name) x LEFT JOIN owners o ON o.name = x.name"},
+    /* the keys API (keys_*.c, key_revoke_post.c) */
+    {"owner_add", "INSERT INTO owners (name) VALUES ($1) ON CONFLICT DO NOTHING"},
+    {"key_insert", "INSERT INTO api_keys (id, prefix, hash, name, owner, scopes)"
+                   " VALUES ($1, $2, $3, $4, $5, string_to_array($6, ','))"},
+    {"key_get", "SELECT json_build_object(" KEY_FIELDS ")::text FROM api_keys k WHERE k.id = $1"},
+    {"key_list", "SELECT json_build_object(" KEY_FIELDS ")::text FROM api_keys k"
+                 " WHERE $1::text IS NULL OR k.owner = $1::text ORDER BY k.created_at DESC, k.id"},
+    {"key_revoke", "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1"
+                   " RETURNING id"},
 };
 
 const struct kf_stmt *kf_sql_stmts(size_t *n) {

@@ -1,9 +1,12 @@
 /* tasks_get.c: GET /v1/tasks: keyset pagination, newest first. The cursor is the last row's
- * "CREATED_MICROSECONDS_ID"; clients treat it as opaque. */
+ * "CREATED_MICROSECONDS_ID"; clients treat it as opaque. The caller sees the tasks its owner
+ * submitted (with their checks) and those with a published episode (without); admin keys see
+ * all. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "reply.h"
 #include "tasks_get.h"
 #include "util.h"
@@ -67,11 +70,13 @@ enum MHD_Result kf_tasks_get(struct kf_req *r) {
                               "after: not a cursor this server gave");
     char lim[16];
     snprintf(lim, sizeof lim, "%ld", limit + 1);
-    const char *params[] = {after ? micros : NULL, after ? id : NULL, lim};
+    const char *admin, *owner;
+    kf_access_viewer(r, &admin, &owner);
+    const char *params[] = {after ? micros : NULL, after ? id : NULL, lim, admin, owner};
     struct kf_db *db = kf_srv_db_get(r->srv);
     if (!db)
         return kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
-    PGresult *res = kf_db_exec(db, "task_list", 3, params);
+    PGresult *res = kf_db_exec(db, "task_list", 5, params);
     enum MHD_Result ret = res ? reply_page(r, res, limit) : kf_reply_db_error(r, db);
     PQclear(res);
     kf_srv_db_put(r->srv, db);

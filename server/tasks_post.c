@@ -6,12 +6,21 @@
 
 #include "enqueue.h"
 #include "jspec.h"
+#include "quota.h"
 #include "reply.h"
 #include "tasks_post.h"
 #include "util.h"
 
+struct task_in {
+    struct kf_new_task t;
+    struct kf_quota quota;
+};
+
+/* The task, and the owner's quota when it made a check job. */
 static int tx(struct kf_db *db, void *arg) {
-    return kf_task_upsert(db, arg);
+    struct task_in *in = arg;
+    int rc = kf_task_upsert(db, &in->t);
+    return rc != 0 || !in->t.created ? rc : kf_quota_tx(db, &in->quota);
 }
 
 static char *one_value(struct kf_db *db, const char *stmt, const char *id) {
@@ -92,36 +101,39 @@ bool kf_backend_ok(struct kf_req *r, const char *backend) {
 }
 
 enum MHD_Result kf_tasks_post(struct kf_req *r) {
-    struct kf_new_task t = {0};
+    struct task_in in = {0};
+    struct kf_new_task *t = &in.t;
     const char *source = NULL, *name = NULL, *backend = r->srv->cfg->default_backend;
     struct kf_jfield fields[] = {
         {.name = "source", .type = KF_J_STRING, .required = true, .out = &source},
         {.name = "name", .type = KF_J_STRING, .out = &name, .max_len = 128},
         {.name = "backend", .type = KF_J_STRING, .out = &backend},
-        {.name = "suite", .type = KF_J_STRING, .out = &t.suite},
+        {.name = "suite", .type = KF_J_STRING, .out = &t->suite},
     };
     struct kf_jerr err;
     if (kf_jspec_parse(r->json, fields, sizeof fields / sizeof fields[0], NULL, false, &err))
         return kf_reply_error(r, err.code, err.field, "%s", err.message);
     if (!kf_backend_ok(r, backend))
         return MHD_YES;
-    t.source = source;
-    t.name = name;
-    t.backend = backend;
-    t.klass = kf_srv_class(r->srv, backend);
+    t->source = source;
+    t->name = name;
+    t->backend = backend;
+    t->klass = kf_srv_class(r->srv, backend);
+    t->owner = r->owner[0] ? r->owner : NULL;
+    kf_quota_init(&in.quota, r);
     char name_buf[16], sha[65];
-    if (!kf_task_fields_ok(r, NULL, &t, name_buf, sha))
+    if (!kf_task_fields_ok(r, NULL, t, name_buf, sha))
         return MHD_YES;
     struct kf_db *db = kf_srv_db_get(r->srv);
     if (!db)
         return kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
     enum MHD_Result ret;
-    if (kf_db_tx(db, tx, &t, KF_SRV_TX_TRIES) != 0)
-        ret = kf_reply_db_error(r, db);
+    if (kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES) != 0)
+        ret = in.quota.over ? kf_quota_reply(r, &in.quota) : kf_reply_db_error(r, db);
     else {
-        if (t.created)
-            kf_job_dispatch(r, t.klass, t.job_id);
-        ret = reply(r, db, &t);
+        if (t->created)
+            kf_job_dispatch(r, t->klass, t->job_id);
+        ret = reply(r, db, t);
     }
     kf_srv_db_put(r->srv, db);
     return ret;

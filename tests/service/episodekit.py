@@ -138,27 +138,32 @@ def add_episode(
     finished_at: str | None = None,
     best_candidate_id: str | None = None,
     policy_config: dict[str, Any] | None = None,
+    owner: str | None = None,
+    publish: str = "none",
 ) -> str:
     """An optimize job and its episode with turns; finished (export_seq drawn under the export
-    lock) unless finished=False. finished_at fixes the finish time (else now()). Returns its id."""
+    lock) unless finished=False. finished_at fixes the finish time (else now()). The job is
+    owner's (None: no owner's, as before owners existed: admin keys see it); publish is the
+    episode's (none, results, sources). Returns its id."""
     turns = default_turns() if turns is None else turns
     job, ep = str(uuid.uuid4()), str(uuid.uuid4())
     prompt = [SYSTEM, {"role": "user", "content": f"Optimize task {task_id}."}]
     config = policy_config if policy_config is not None else {"model": "m", "sampling": {"temperature": 0.7}}
     parts = [
         "BEGIN",
-        "INSERT INTO jobs (id, kind, class, backend, task_id, status, attempt)"
-        f" VALUES ('{job}', 'optimize', 'cpu', 'cpu', '{task_id}', 'running', 1)",
+        "INSERT INTO jobs (id, kind, class, backend, task_id, status, attempt, owner)"
+        f" VALUES ('{job}', 'optimize', 'cpu', 'cpu', '{task_id}', 'running', 1, {sql_text(owner)})",
         "INSERT INTO episodes (id, job_id, task_id, backend, policy, policy_config, limits, status,"
         " attempt, prompt, tools, env, n_turns, prompt_tokens, completion_tokens, gpu_seconds,"
         " best_candidate_id, final_verdict, final_reward, reward_version, speedup_vs_eager,"
-        " speedup_vs_compile, device, started_at)"
+        " speedup_vs_compile, device, started_at, publish)"
         f" VALUES ('{ep}', '{job}', '{task_id}', 'cpu', '{policy}', {lit(config)},"
         f" {lit({'max_turns': 200, 'max_wall_s': 3600})}, '{status}', 1, {lit(prompt)}, {lit(TOOLS)},"
         f" {lit({'gpu': 'cpu', 'torch': '2.x'})}, {len(turns)}, {4 * len(turns)}, {3 * len(turns)}, 1.5,"
         f" {sql_text(best_candidate_id)}::uuid,"
         f" {lit({'status': 'ok', 'reward': reward}) if reward is not None else 'NULL'},"
-        f" {'NULL' if reward is None else reward}, 'cuda-agent-v1', 1.8, 1.2, 'cpu', now())",
+        f" {'NULL' if reward is None else reward}, 'cuda-agent-v1', 1.8, 1.2, 'cpu', now(),"
+        f" {sql_text(publish)})",
     ]
     for i, t in enumerate(turns):
         cols = ", ".join(t)

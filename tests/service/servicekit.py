@@ -307,7 +307,7 @@ class Server(Process):
 
 
 class Api:
-    """requests against one server, with the key on writes (and on reads too when asked)."""
+    """requests against one server, with the key on writes and reads (key=None: anonymous)."""
 
     def __init__(self, url: str, key: str | None) -> None:
         self.url = url
@@ -323,7 +323,7 @@ class Api:
         return h
 
     def get(
-        self, path: str, key: str | None | bool = None, timeout: float = 10, **kw: Any
+        self, path: str, key: str | None | bool = True, timeout: float = 10, **kw: Any
     ) -> requests.Response:
         return self.s.get(
             self.url + path, headers=self.headers(key, kw.pop("headers", None)), timeout=timeout, **kw
@@ -366,7 +366,7 @@ class Api:
         """The job's server-sent events as they come: {"id","event","data"} each; ends with the
         stream. AssertionError when the stream is still open after deadline_s, or says nothing
         (not even its 15 s keepalive) for silence_s."""
-        headers = {"Accept": "text/event-stream"}
+        headers = self.headers(True, {"Accept": "text/event-stream"})
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         end = time.monotonic() + deadline_s
@@ -427,7 +427,8 @@ class Stack:
         self.settings = {**LIMITS, "rate_limit": 0, "default_backend": "cpu", **settings}
         self.processes: list[Process] = []
         cli(self.env(), "migrate")
-        self.key = cli(self.env(), "keys", "create", "--name", "test").strip()
+        # the operator's key, as `kforge up` makes it: it sees every owner's objects
+        self.key = cli(self.env(), "keys", "create", "--name", "test", "--scope", "admin").strip()
         assert re.fullmatch(r"kf_[0-9a-f]{8}_[0-9a-f]{40}", self.key), f"keys create printed {self.key!r}"
         self.server = self.start_server()
         self.api = Api(self.server.url, self.key)

@@ -35,12 +35,17 @@ def test_writes_need_a_key(stack: Stack) -> None:
     assert stack.counts() == before, "a refused write stored something"
 
 
-def test_reads_are_public(stack: Stack) -> None:
-    r = stack.api.post("/v1/tasks", _task("public"))
+def test_private_reads_need_the_key(stack: Stack) -> None:
+    """A task nobody published is its submitter's: without a key it is not found (and not
+    listed); a key that was sent is checked on reads too."""
+    r = stack.api.post("/v1/tasks", _task("private"))
     assert r.status_code == 201, r.text
     tid = r.json()["task"]["id"]
-    assert stack.api.get(f"/v1/tasks/{tid}", key=None).status_code == 200
-    assert stack.api.get("/v1/tasks", key=None).status_code == 200
+    assert stack.api.get(f"/v1/tasks/{tid}").status_code == 200
+    assert_error(stack.api.get(f"/v1/tasks/{tid}", key=None), "task_not_found")
+    listed = stack.api.get("/v1/tasks?limit=200", key=None)
+    assert listed.status_code == 200 and tid not in {t["id"] for t in listed.json()["tasks"]}
+    assert_error(stack.api.get(f"/v1/tasks/{tid}", key="kf_0badc0de_" + "1" * 40), "forbidden")
 
 
 def test_revoked_key_is_forbidden(stack: Stack) -> None:

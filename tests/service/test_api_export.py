@@ -283,11 +283,11 @@ def test_gzip(stack: Stack) -> None:
     task = new_task(stack, "gzip")
     for i in range(5):
         add_episode(stack, task, [turn([call("bash", {"i": i})]) for _ in range(3)])
-    url = stack.api.url + f"/v1/export?task_id={task}&limit=3"
-    plain = stack.api.s.get(url, headers={"Accept-Encoding": "identity"}, timeout=30)
+    path = f"/v1/export?task_id={task}&limit=3"
+    plain = stack.api.get(path, headers={"Accept-Encoding": "identity"}, timeout=30)
     assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
     assert plain.headers["Vary"] == "Accept-Encoding"
-    with stack.api.s.get(url, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=30) as z:
+    with stack.api.get(path, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=30) as z:
         assert z.status_code == 200 and z.headers["Content-Encoding"] == "gzip"
         raw = z.raw.read(decode_content=False)
     assert raw[:2] == b"\x1f\x8b"
@@ -295,9 +295,9 @@ def test_gzip(stack: Stack) -> None:
     records, trailer = parse(plain.text)
     assert len(records) == 3 and trailer["next_cursor"]
     for ae in ("gzip;q=0", "deflate", "br, identity"):
-        r = stack.api.s.get(url, headers={"Accept-Encoding": ae}, timeout=30)
+        r = stack.api.get(path, headers={"Accept-Encoding": ae}, timeout=30)
         assert "Content-Encoding" not in r.headers and r.content == plain.content, ae
-    r = stack.api.s.get(url, headers={"Accept-Encoding": "br;q=1.0, GZIP;q=0.5"}, stream=True, timeout=30)
+    r = stack.api.get(path, headers={"Accept-Encoding": "br;q=1.0, GZIP;q=0.5"}, stream=True, timeout=30)
     assert r.headers["Content-Encoding"] == "gzip"
     assert gzip.decompress(r.raw.read(decode_content=False)) == plain.content
 
@@ -311,13 +311,13 @@ def test_large_export_streams(stack: Stack) -> None:
         "UPDATE turns SET prompt_token_ids = (SELECT jsonb_agg(g) FROM generate_series(1, 250000) g)"
         f" WHERE episode_id IN (SELECT id FROM episodes WHERE task_id = '{task}')"
     )
-    url = stack.api.url + f"/v1/export?task_id={task}&limit=1000"
-    plain = stack.api.s.get(url, headers={"Accept-Encoding": "identity"}, timeout=120)
+    path = f"/v1/export?task_id={task}&limit=1000"
+    plain = stack.api.get(path, headers={"Accept-Encoding": "identity"}, timeout=120)
     assert len(plain.content) > 6 * 3 * 250000 * 6
     records, trailer = parse(plain.text)
     assert ids(records) == made and trailer["next_cursor"] is None
     assert all(len(t["prompt_token_ids"]) == 250000 for r in records for t in r["turns"])
-    with stack.api.s.get(url, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=120) as z:
+    with stack.api.get(path, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=120) as z:
         assert gzip.decompress(z.raw.read(decode_content=False)) == plain.content
 
 
@@ -366,6 +366,8 @@ def test_example_round_trip(stack: Stack, tmp_path: Path) -> None:
                 str(EXAMPLE),
                 "--url",
                 stack.api.url,
+                "--key",
+                stack.key,
                 "--task-id",
                 task,
                 "--page-size",

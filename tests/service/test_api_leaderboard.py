@@ -1,6 +1,6 @@
 """GET /v1/leaderboard against seeded episodes with known speedups, devices, policies, models and
-suites (episodes written by SQL as the worker finishes them; tasks through the API, with their
-suites). The module seeds once; every test reads. Each reply is compared with a ranking computed
+suites (episodes written by SQL as the worker finishes them, each published with its results;
+tasks through the API, with their suites). The module seeds once; every test reads. Each reply is compared with a ranking computed
 here in Python from the seeded values, and a few cases are also spelled out by hand."""
 
 from __future__ import annotations
@@ -126,11 +126,11 @@ def seed_episode(stack: Stack, e: Ep) -> None:
         f" VALUES ('{job}', 'optimize', '{e.backend}', '{e.backend}', '{e.task_id}', 'running', 1);"
         " INSERT INTO episodes (id, job_id, task_id, backend, policy, policy_config, status, attempt,"
         " n_turns, best_candidate_id, final_verdict, final_reward, speedup_vs_eager, speedup_vs_compile,"
-        " device, started_at)"
+        " device, started_at, publish)"
         f" VALUES ('{e.id}', '{job}', '{e.task_id}', '{e.backend}', '{e.policy}', {lit(config)},"
         f" 'running', 1, {e.turns}, {sql_text(e.candidate_id)}::uuid,"
         f" {lit(verdict) if verdict else 'NULL'}, {num(e.reward)}, {num(e.se)}, {num(e.sc)},"
-        f" {sql_text(e.device)}, now());"
+        f" {sql_text(e.device)}, now(), 'results');"
         " COMMIT"
     )
     if e.status == "finished":

@@ -442,15 +442,15 @@ def test_task_invalid(stack: Stack) -> None:
     assert counts(stack) == before
 
 
-def test_rate_limited(stack: Stack, task_id: str) -> None:
+def test_rate_limited(stack: Stack) -> None:
     """A second server on the same database and Redis with rate_limit=1: the second write of a
-    minute is 429 with Retry-After."""
+    minute is 429 with Retry-After (a key of its own owner, so an inline task of its own)."""
     server = stack.start_server(rate_limit=1)
     try:
         api = Api(server.url, cli(stack.env(), "keys", "create", "--name", "optimize-limited").strip())
         if time.time() % 60 > 55:  # the limit counts per clock minute: start well inside one
             time.sleep(61 - time.time() % 60)
-        body = {"task_id": task_id, "backend": "cpu"}
+        body = {"task": {"source": unique_task("rate")}, "backend": "cpu"}
         accepted(api.post("/v1/optimize", body))
         r = api.post("/v1/optimize", body)
         assert_error(r, "rate_limited")

@@ -80,5 +80,7 @@ def page(chrome: Any, site: Site, request: pytest.FixtureRequest) -> Iterator[Pa
     yield p
     marker = request.node.get_closest_marker("console_allows")
     allowed = list(marker.args) if marker else []
-    errors = severe(p.console(), allowed)
+    entries = p.console()
+    p.forget_key()
+    errors = severe(entries, allowed)
     assert not errors, f"errors in the browser console: {errors}"

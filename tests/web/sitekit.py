@@ -1,7 +1,9 @@
 """The site the web UI tests browse: a real stack (PostgreSQL, Redis, kforge-server serving web/,
 two cpu kforge-workers) seeded through the API with tasks in two suites, real agent episodes of two
 policies (the built-in expert, and the openai policy against tests/fakellm with two model names),
-an evaluation (so that a task has a baseline), and a task that its check finds unfit.
+an evaluation (so that a task has a baseline), and a task that its check finds unfit. The
+episodes are published with their sources, so the pages read them without a key; the evaluation
+and the checks stay the stack key's (a test that opens them gives the tab the key).
 
 The jobs are enqueued while no worker runs, so that the first test can watch one of them go live
 from `queued`; the workers start when a test first needs them (start_workers) or needs the
@@ -125,11 +127,14 @@ class Site:
         return task
 
     def _optimize(self, label: str, task: str, policy: dict[str, Any], **extra: Any) -> None:
+        """An episode published with its sources: the leaderboard, task and episode pages show
+        it to a reader without a key."""
         body = {
             "task_id": self.tasks[task]["id"],
             "backend": "cpu",
             "policy": policy,
             "options": FAST,
+            "publish": "sources",
             **extra,
         }
         got = self._post("/v1/optimize", body, 202)
@@ -204,6 +209,7 @@ class Site:
                 "task_id": self.tasks["gelu"]["id"],
                 "backend": "cpu",
                 "policy": self._fake(chatty_script(), "fakellm-1"),
+                "publish": "results",
             },
             202,
         )

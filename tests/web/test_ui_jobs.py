@@ -4,6 +4,7 @@ result appears, without a reload. A finished evaluation shows its verdict."""
 
 from __future__ import annotations
 
+import pytest
 from sitekit import SEED_DEADLINE_S, Site
 from webkit import Page, assert_speedup, reward_text
 
@@ -60,10 +61,16 @@ def test_a_job_page_follows_the_worker_live(site: Site, page: Page) -> None:
     page.shot("job-done")
 
 
+@pytest.mark.console_allows(r"/v1/jobs/[0-9a-f-]{36} - .* status of 404 ")
 def test_an_evaluation_job_shows_its_verdict(site: Site, page: Page) -> None:
     site.wait_seeded()
     job_id = site.jobs["evaluate-gelu"]
     job = site.get(f"/v1/jobs/{job_id}")
+    # an evaluation is its owner's alone: without a key its page finds nothing
+    page.open(f"/jobs/{job_id}")
+    box = page.wait_for(".error-box", "the not-found error")
+    assert "job_not_found (4001)" in box.text, box.text
+    page.use_key(site.stack.key)
     page.open(f"/jobs/{job_id}")
     page.wait_for(".job-result dl", "the verdict")
     v = job["result"]

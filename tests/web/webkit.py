@@ -72,6 +72,17 @@ class Page:
     def open(self, path: str) -> None:
         self.d.get(self.base + path)
 
+    def use_key(self, key: str) -> None:
+        """Gives this tab an API key, as the submit page keeps one (web/js/api.js): its owner's
+        private objects read with it."""
+        self.d.get(self.base + "/")
+        self.d.execute_script("sessionStorage.setItem('kforge.apiKey', arguments[0])", key)
+
+    def forget_key(self) -> None:
+        """Drops the tab's API key (the next test reads as a stranger)."""
+        if self.d.current_url.startswith(self.base):
+            self.d.execute_script("sessionStorage.clear()")
+
     @property
     def path(self) -> str:
         return self.d.execute_script("return location.pathname + location.search")

@@ -1,6 +1,8 @@
 // api.js: the public API over fetch. Every failure becomes an ApiError carrying the API's one
 // error shape ({"error": {code, name, message, field?, request_id}}), or a stand-in for it
-// when the server could not be reached or answered something else.
+// when the server could not be reached or answered something else. Every request carries the
+// key this tab holds (storedKey), when it holds one: its owner's private jobs, episodes and
+// kernels are found only with it (anyone else gets 404); published ones need none.
 
 export class ApiError extends Error {
   constructor(status, err) {
@@ -23,10 +25,27 @@ export function withQuery(path, params) {
   return text ? `${path}?${text}` : path;
 }
 
+// The headers of a request: extra, and the stored key as a bearer token unless key says otherwise.
+function withKey(extra, key = storedKey()) {
+  const headers = { ...extra };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  return headers;
+}
+
+// fetch() with the stored key; failures to connect become an ApiError. Returns the Response.
+export async function fetchWithKey(path, options = {}) {
+  try {
+    return await fetch(path, { ...options, headers: withKey(options.headers || {}) });
+  } catch {
+    throw new ApiError(0, { name: "unreachable", message: "The server could not be reached." });
+  }
+}
+
 async function request(path, options) {
   let resp;
   try {
-    resp = await fetch(path, { headers: { Accept: "application/json" }, ...options });
+    const { key, headers, ...rest } = options;
+    resp = await fetch(path, { ...rest, headers: withKey(headers || { Accept: "application/json" }, key) });
   } catch {
     throw new ApiError(0, { name: "unreachable", message: "The server could not be reached." });
   }
@@ -41,15 +60,22 @@ async function request(path, options) {
   throw new ApiError(resp.status, { message: `The server answered HTTP ${resp.status}.` });
 }
 
-export function getJson(path, params) {
-  return request(withQuery(path, params), { method: "GET" });
+// A GET with the stored key; when the API refuses that key (revoked, mistyped: 401, 403), once
+// more without it, so that published pages still read.
+export async function getJson(path, params) {
+  const url = withQuery(path, params);
+  try {
+    return await request(url, { method: "GET" });
+  } catch (err) {
+    if (!storedKey() || (err.status !== 401 && err.status !== 403)) throw err;
+    return request(url, { method: "GET", key: "" });
+  }
 }
 
 // POST with a JSON body and `Authorization: Bearer key` (left out when key is empty).
 export function postJson(path, body, key) {
   const headers = { Accept: "application/json", "Content-Type": "application/json" };
-  if (key) headers.Authorization = `Bearer ${key}`;
-  return request(path, { method: "POST", headers, body: JSON.stringify(body) });
+  return request(path, { method: "POST", headers, key: key || "", body: JSON.stringify(body) });
 }
 
 // The API key the reader typed on the submit page, kept for this tab only (sessionStorage).

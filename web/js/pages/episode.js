@@ -88,8 +88,11 @@ export async function render(ctx) {
     h("h2", {}, "Best speedup over the turns"),
     h("section", { class: "chart-section", "aria-label": "Best speedup over the turns" }, chart(ep, turns)),
     h("h2", {}, "Trajectory"),
-    h("div", { class: "turns" }, turns.length ? turns.map(turnView) : empty("No turns yet.")),
+    h("div", { class: "turns" }, turns.length ? turns.map(turnView)
+      : empty(ep.turns ? "No turns yet." : "The trajectory is not published: its owner published the results only.")),
     h("h2", {}, "Best kernel"),
-    ep.best_candidate_id ? kernelFiles(ep.best_candidate_id) : empty("No correct kernel."),
+    !ep.best_candidate_id ? empty("No correct kernel.")
+      : ep.turns ? kernelFiles(ep.best_candidate_id)
+        : empty("The kernel's files are not published: its owner published the results only."),
   );
 }

@@ -1,9 +1,11 @@
 // pages/job.js: one job (GET /v1/jobs/{id}) followed live through its server-sent events
 // (GET /v1/jobs/{id}/events): a status line and a list of events that grow as the worker goes,
 // then, after `done`, the result: the episode and its speedups for an optimize job, the
-// verdict for an evaluate job, the check for a check_task job. The stream is closed at `done`
-// and when the reader leaves.
+// verdict for an evaluate job, the check for a check_task job. The stream (events.js, with the
+// tab's key) is closed at `done` and when the reader leaves.
 import { getJson, postJson, storedKey } from "../api.js";
+import { followEvents } from "../events.js";
+import { downloadLink } from "../kernel.js";
 import { h, fill } from "../dom.js";
 import * as fmt from "../format.js";
 import { badge, errorBox, facts, loadPage, rewardBadge } from "../parts.js";
@@ -63,8 +65,7 @@ function optimizeResult(job) {
     h("p", { class: "actions" },
       r.episode_id ? h("a", { class: "button", href: `/episodes/${r.episode_id}` }, "Open the episode") : null,
       r.best_candidate_id
-        ? h("a", { class: "button secondary", href: `/v1/candidates/${r.best_candidate_id}/download`, download: "" },
-            "Download the kernel")
+        ? downloadLink(`/v1/candidates/${r.best_candidate_id}/download`, "", "Download the kernel", "button secondary")
         : null,
       h("a", { href: `/tasks/${job.task_id}` }, "Open the task")),
   ];
@@ -190,8 +191,7 @@ export async function render(ctx) {
   if (!FINISHED.has(job.status) && storedKey()) fill(cancel, cancelButton(job.id, cancel));
 
   let last = 0;
-  const stream = new EventSource(`/v1/jobs/${ctx.id}/events`);
-  ctx.onLeave(() => stream.close());
+  let stream = null;
   const onEvent = (msg) => {
     let ev;
     try {
@@ -212,8 +212,12 @@ export async function render(ctx) {
       setStatus("running", text);
     }
   };
-  for (const kind of KINDS) stream.addEventListener(kind, onEvent);
-  stream.onerror = () => {
-    if (stream.readyState === EventSource.CLOSED) phase.textContent = " The event stream closed: reload to follow again.";
+  const onEnd = (status) => {
+    if (last && status === 0) return; // the stream ended after its events (done)
+    phase.textContent = " The event stream closed: reload to follow again.";
   };
+  stream = followEvents(`/v1/jobs/${ctx.id}/events`, (ev) => {
+    if (KINDS.includes(ev.event)) onEvent(ev);
+  }, onEnd);
+  ctx.onLeave(() => stream.close());
 }

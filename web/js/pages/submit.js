@@ -1,6 +1,7 @@
 // pages/submit.js: a form for POST /v1/optimize: a module pasted or read from a .py file, the
 // task's name, suite and backend, the policy (expert, or openai with its endpoint, model and
-// sampling), limits and timing options, and the API key (kept in sessionStorage). On 202 it
+// sampling), limits and timing options, the API key (kept in sessionStorage) and what to
+// publish (the leaderboard shows only published episodes). On 202 it
 // goes to the job's page; otherwise it shows the API's error and marks the field to blame.
 import { navigate } from "../app.js";
 import { postJson, storedKey, storeKey } from "../api.js";
@@ -76,6 +77,7 @@ function body(form) {
       budget_s: numberValue(form, "options.budget_s"),
       no_compile: control(form, "options.no_compile").checked || undefined,
     }),
+    publish: control(form, "publish").value,
   };
   if (policy === "openai") {
     Object.assign(req.policy, compact({
@@ -178,9 +180,14 @@ function keyFields() {
   const key = h("input", { id: "f-key", type: "password", name: "key", dataset: { field: "key" }, autocomplete: "off",
     value: storedKey(), placeholder: "kf_…" });
   return h("fieldset", {},
-    h("legend", {}, "API key"),
+    h("legend", {}, "API key and publishing"),
     h("label", { class: "field" }, h("span", {}, "Key"), key,
-      h("small", { class: "hint" }, "Sent as Authorization: Bearer; kept in this tab only.")),
+      h("small", { class: "hint" }, "Sent as Authorization: Bearer; kept in this tab only. The job is its owner's.")),
+    h("label", { class: "field" }, h("span", {}, "Publish"),
+      h("select", { id: "f-publish", name: "publish", dataset: { field: "publish" } },
+        h("option", { value: "none" }, "no: private to the key's owner"),
+        h("option", { value: "results" }, "results: on the leaderboard, without sources"),
+        h("option", { value: "sources" }, "results and sources: the trajectory and the kernel too"))),
   );
 }
 

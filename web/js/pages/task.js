@@ -11,6 +11,10 @@ import { badge, empty, facts, loadPage, rewardBadge, speedupBar, table } from ".
 
 function checkNote(task) {
   const c = task.check || {};
+  if (!task.check && task.status !== "checking") {
+    // the verdict is its submitters' (they read it with their key); others see the status
+    return h("p", { class: "note" }, task.status === "ok" ? "Checked: fit to be optimized." : "The check found this task unfit.");
+  }
   if (task.status === "checking") {
     return h("p", { class: "note" }, "This task is being checked. ",
       task.check_job_id ? h("a", { href: `/jobs/${task.check_job_id}` }, "Follow the check") : null);
@@ -99,7 +103,9 @@ export async function render(ctx) {
     h("h2", {}, "Baselines"),
     baselinesTable(task.baselines),
     h("h2", {}, "Reference module"),
-    codeBlock(task.source || "", "python"),
+    typeof task.source === "string"
+      ? codeBlock(task.source, "python")
+      : empty("The reference module is not published: only its submitters and episodes published with their sources show it."),
   );
   draw();
 }
