@@ -137,8 +137,8 @@ void kf_rfc3339_utc(const char *s, char out[40]) {
         snprintf(out, 40, "9999-12-31T23:59:59.999999Z"); /* after any episode */
         return;
     }
-    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d%sZ", u.tm_year + 1900, u.tm_mon + 1,
-             u.tm_mday, u.tm_hour, u.tm_min, u.tm_sec, frac);
+    snprintf(out, 40, "%04d-%02d-%02dT%02d:%02d:%02d%sZ", u.tm_year + 1900, u.tm_mon + 1, u.tm_mday,
+             u.tm_hour, u.tm_min, u.tm_sec, frac);
 }
 
 bool kf_accepts_gzip(const char *ae) {
