@@ -346,6 +346,30 @@ def test_one_key_cannot_take_every_stream(hostile: Stack) -> None:
     wait_until(slot_back, 10, "a closed stream to give its slot back")
 
 
+def test_clients_without_a_key_share_their_streams(hostile: Stack) -> None:
+    """The clients without a key hold max_streams_anonymous streams together (here of a published
+    episode's job, which anyone may follow); the next is 503 naming that limit, while a key (of
+    its own: the stack key's slots may still be held by the streams the tests before closed)
+    still gets a stream."""
+    body = {"task": {"source": unique_task("anonymous streams")}, "backend": "cpu", "publish": "results"}
+    r = hostile.api.post("/v1/optimize", body)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["job"]["id"]
+    held = [_open_stream(hostile, job_id, None) for _ in range(SETTINGS["max_streams_anonymous"])]
+    try:
+        for h in held:
+            assert h.status_code == 200, h.text
+        err = assert_error(_open_stream(hostile, job_id, None), "too_many_streams")
+        assert "max_streams_anonymous" in err["message"], err
+        key = cli(hostile.env(), "keys", "create", "--name", f"keyed-{uuid.uuid4().hex[:6]}").strip()
+        keyed = _open_stream(hostile, job_id, key)
+        assert keyed.status_code == 200, keyed.text
+        keyed.close()
+    finally:
+        for h in held:
+            h.close()
+
+
 def test_a_stream_ends_after_stream_max_s(hostile: Stack) -> None:
     """A stream of a job that never ends (no worker here) is closed stream_max_s after it began,
     so that it holds its slot no longer; the client reconnects with Last-Event-ID. (A key of its
