@@ -40,8 +40,9 @@ class PoolProc:
         assert self.proc.stdout is not None
         self.banner = json.loads(self.proc.stdout.readline())
 
-    def runners(self) -> dict[int, str]:
-        """The pool's runner processes now: pid -> transfer directory (from their command line)."""
+    def runners(self, module: str = "kforge_harness.runner") -> dict[int, str]:
+        """The pool's runner processes now (``module``: the candidates', or the tasks'
+        kforge_harness.refrunner): pid -> transfer directory (from their command line)."""
         found = {}
         for pid in os.listdir("/proc"):
             try:
@@ -51,7 +52,7 @@ class PoolProc:
                     argv = f.read().decode().split("\0")
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == self.proc.pid and "--xfer" in argv:
+            if ppid == self.proc.pid and "--xfer" in argv and module in argv:
                 found[int(pid)] = argv[argv.index("--xfer") + 1]
         return found
 
@@ -199,3 +200,97 @@ def test_pooled_runners_in_the_jail(kforge_cache, tmp_path):
             assert (v["flags"] == []) if ok else ("torch_compute" in v["flags"]), brief(v)
     finally:
         jailed.stop()
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _new_task_process(pool: PoolProc, before: set[int]) -> int:
+    """The task's process the pool started since ``before`` was listed."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = set(pool.runners("kforge_harness.refrunner")) - before
+        if new:
+            return new.pop()
+        time.sleep(0.2)
+    raise AssertionError("the pool started no task's process")
+
+
+def test_the_pool_keeps_a_tasks_process_stopped_between_evaluations(kforge_cache, pool, tmp_path):
+    """An episode evaluates one task many times: the first evaluation starts a task's process
+    of its own and the pool starts one for the next; each next one takes it, and between
+    evaluations every process of it is stopped (no task code runs while another evaluation may
+    hold the device). The verdicts are those of a process of its own."""
+    task = tmp_path / "kept.py"
+    task.write_text((CASES / "task_small.py").read_text() + "\n# kept between evaluations\n")
+    before = set(pool.runners("kforge_harness.refrunner"))
+    first = evaluate(kforge_cache, task, CASES / "good", "--pool", str(pool.sock))
+    assert first["status"] == "ok" and first["reference"]["start"] == "cold", brief(first)
+    pid = _new_task_process(pool, before)
+    for _ in range(2):
+        v = evaluate(kforge_cache, task, CASES / "good", "--pool", str(pool.sock))
+        assert v["status"] == "ok" and v["reference"]["start"] == "pooled", brief(v)
+        assert [c["kind"] for c in v["checks"]] == [c["kind"] for c in first["checks"]]
+        deadline = time.monotonic() + 10
+        while _state(pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _state(pid) == "T", "the task's process runs between evaluations"
+
+
+def test_a_tasks_process_that_failed_is_not_kept(kforge_cache, pool, tmp_path):
+    """A task that raised (or timed out, or sent something malformed) leaves its process unfit:
+    the pool kills it instead of keeping it for the next evaluation."""
+    task = tmp_path / "fails_in_forward.py"
+    source = (CASES / "task_small.py").read_text()
+    task.write_text(source.replace("return torch.relu(x) * 2.0", "raise RuntimeError('forward fails')"))
+    before = set(pool.runners("kforge_harness.refrunner"))
+    evaluate(kforge_cache, task, CASES / "good", "--pool", str(pool.sock))
+    pid = _new_task_process(pool, before)
+    v = evaluate(kforge_cache, task, CASES / "good", "--pool", str(pool.sock))
+    assert v["status"] == "infra_error" and "forward fails" in v["message"], brief(v)
+    assert v["reference"]["start"] == "pooled", brief(v)
+    deadline = time.monotonic() + 10
+    while _state(pid) not in ("gone", "Z") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _state(pid) in ("gone", "Z"), "a failed task's process was kept"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not JAIL.exists(), reason="build/kforge-jail is not built (make build)")
+def test_a_pooled_tasks_process_on_the_gpu_in_the_jail(kforge_cache, tmp_path):
+    """On cuda, in the jail: the pool's task's process connects each new judge's device channel
+    (attach), so the task's tensors cross as device arenas on every evaluation that takes it."""
+    jail = ["--jail", str(JAIL), "--gpu", "0"]
+    env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_CACHE=str(kforge_cache))
+    sock = tmp_path / "cuda.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kforge_harness", "pool", "--sock", str(sock), "--backend", "cuda", *jail],
+        cwd=str(HARNESS),
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and json.loads(proc.stdout.readline())["key"]["backend"] == "cuda"
+        task, cand = CASES / "task_small.py", CASES / "cuda_good"
+        opts = ["--backend", "cuda", "--no-compile", "--budget", "0.3", "--pool", str(sock), *jail]
+        seen = []
+        for _ in range(3):
+            code, lines, err = run_cli(
+                kforge_cache, "evaluate", "--task", str(task), "--candidate", str(cand), *opts
+            )
+            assert code == 0 and len(lines) == 1, err[-3000:]
+            v = json.loads(lines[0])
+            assert v["status"] == "ok", brief(v)
+            assert v["reference"]["transfer"] == "device", v["reference"]
+            seen.append(v["reference"]["start"])
+            time.sleep(1.0)
+        assert seen[0] == "cold" and "pooled" in seen[1:], seen
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

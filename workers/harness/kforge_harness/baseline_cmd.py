@@ -23,9 +23,11 @@ def run_baseline(
     n_sets: int = 3,
     with_compile: bool = True,
     opts: Options | None = None,
+    ref: Reference | None = None,
 ) -> dict[str, Any]:
     """The baseline object (``eager``, ``compile``, ``cached``), or ``{"error": ...}`` when the
-    task cannot be measured. ``opts``: how the task's process runs (jail, GPU, limits)."""
+    task cannot be measured. ``opts``: how the task's process runs (jail, GPU, limits); ``ref``:
+    a task's process of the caller's to measure in (it stays open), else one of its own."""
     env = env_info(backend)
     o = opts or Options(backend=backend)
     try:
@@ -37,10 +39,11 @@ def run_baseline(
         cached = baseline.load_cached(path)
         if cached is not None and not (with_compile and cached.get("compile_error") == "not requested"):
             return {"task_sha256": sha, "cached": True, "env": env, **cached}
-    ref: Reference | None = None
+    own = ref is None
     try:
         device = device_for(backend)
-        ref = open_task(task_path, o, secrets.randbits(62))
+        if ref is None:
+            ref = open_task(task_path, o, secrets.randbits(62))
         ref.load(secrets.randbits(62), device)
         slots = [f"t{i}" for i in range(n_sets)]
         for s in slots:
@@ -52,7 +55,7 @@ def run_baseline(
     except TaskFailed as e:
         return {"error": f"task: {e}", "env": env}
     finally:
-        if ref is not None:
+        if own and ref is not None:
             ref.close()
     baseline.store(path, data)
     return {"task_sha256": sha, "cached": False, "env": env, **data}

@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     _disk_arg(po)
     po.add_argument("--size", type=int, default=1, help="runners kept in standby")
     po.add_argument("--max-age", type=float, default=1800.0, help="seconds a runner may wait")
+    po.add_argument("--refs", type=int, default=2, help="task processes kept between evaluations; 0: none")
 
     bl = sub.add_parser("baseline", help="eager and torch.compile times, cached")
     bl.add_argument("--task", required=True)
@@ -132,6 +133,11 @@ def _task_process_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the task's process gets")
     p.add_argument("--mem-limit-mib", type=int, help="the task's process's memory limit")
     _disk_arg(p)
+    p.add_argument(
+        "--pool",
+        default=os.environ.get("KFORGE_RUNNER_POOL") or None,
+        help="a runner pool's socket: take the task's process it keeps for this task, if any",
+    )
 
 
 def _disk_arg(p: argparse.ArgumentParser) -> None:
@@ -152,6 +158,7 @@ def _task_options(args: argparse.Namespace) -> Any:
         gpu=args.gpu,
         mem_limit_mib=args.mem_limit_mib,
         disk_mib=args.disk_mib,
+        pool=getattr(args, "pool", None),
     )
 
 
@@ -199,7 +206,7 @@ def main(argv: list[str]) -> int:
                 mem_limit_mib=args.mem_limit_mib,
                 disk_mib=args.disk_mib,
             )
-            run_pool(args.sock, opts, max(1, args.size), args.max_age)
+            run_pool(args.sock, opts, max(1, args.size), args.max_age, max(0, args.refs))
         elif args.cmd == "baseline":
             from kforge_harness.baseline_cmd import run_baseline
 
@@ -221,22 +228,37 @@ def main(argv: list[str]) -> int:
                 lock.acquire()
             emit(check_task(args.task, args.backend, window, opts=_task_options(args)))
         elif args.cmd == "profile-reference":
+            import secrets
+
             from kforge_harness.baseline_cmd import run_baseline
-            from kforge_harness.reference import TaskFailed, inspect
+            from kforge_harness.reference import TaskFailed, open_task
 
             lock = GpuLock(args.gpu_lock) if args.gpu_lock else None
             if lock is not None:
                 lock.acquire()
             opts = _task_options(args)
-            out = {
-                "baseline": run_baseline(
-                    args.task, args.backend, True, args.budget, with_compile=not args.no_compile, opts=opts
-                )
-            }
-            try:
-                out["graph"] = inspect(args.task, opts)
+            out: dict[str, Any] = {}
+            try:  # one task's process for both
+                ref = open_task(args.task, opts, secrets.randbits(62))
             except TaskFailed as e:
-                out["graph"] = {"error": str(e)}
+                out = {"baseline": {"error": str(e)}, "graph": {"error": str(e)}}
+            else:
+                try:
+                    out["baseline"] = run_baseline(
+                        args.task,
+                        args.backend,
+                        True,
+                        args.budget,
+                        with_compile=not args.no_compile,
+                        opts=opts,
+                        ref=ref,
+                    )
+                    try:
+                        out["graph"] = ref.inspect()
+                    except TaskFailed as e:
+                        out["graph"] = {"error": str(e)}
+                finally:
+                    ref.close()
             if lock is not None:
                 out["gpu_lock_held_s"] = round(lock.held_s() or 0.0, 3)
             emit(out)

@@ -230,7 +230,7 @@ class Evaluation:
         except TaskFailed as e:
             return self.v.finish("infra_error", f"task: {e}")
         self.tolerance = meta["tolerance"]
-        self.v.r["reference"] = {"transfer": self.ref.transfer}
+        self.v.r["reference"] = {"transfer": self.ref.transfer, "start": self.ref.start}
         try:
             return self._judge(meta, device, init_seed)
         except TaskFailed as e:  # the task's process failed under a check: not the candidate's doing

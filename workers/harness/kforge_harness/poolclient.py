@@ -8,6 +8,15 @@ Protocol, on the pool's Unix stream socket, one JSON object per line:
              or: {"none": WHY}
   pool -> judge: {"exit": STATUS}             when the runner ends (Popen's returncode)
 Closing the connection before the runner has ended makes the pool kill it.
+
+A task's process (kforge_harness.refrunner), kept by the task's SHA-256:
+  judge -> pool: {"take_ref": KEY, "sha": SHA, "task": PATH}
+  pool -> judge: {"xfer": DIR, "pid": PID, "uses": N}   (no descriptors: the pool drains its
+                                              output, and sends its tail with the exit status)
+             or: {"none": WHY}                (the pool then starts one for SHA from PATH)
+  pool -> judge: {"exit": STATUS, "log": TAIL} when it ends
+  judge -> pool: {"return": true}             it is done and fit to be used again; closing
+                                              the connection without this has it killed
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ class PooledProc:
         self.conn = conn
         self.pid = pid
         self.returncode: int | None = None
+        self.log = ""  # a task's process's output tail, sent with its exit status
         self._buf = rest
 
     def _take_status(self) -> bool:
@@ -53,11 +63,21 @@ class PooledProc:
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            code = json.loads(line)["exit"]
-            self.returncode = int(code)
+            msg = json.loads(line)
+            self.returncode = int(msg["exit"])
+            self.log = str(msg.get("log") or "")[-2000:]
         except (ValueError, KeyError, TypeError):
             self.returncode = -signal.SIGKILL
         return True
+
+    def give_back(self) -> bool:
+        """Returns a task's process to the pool (before closing the connection)."""
+        try:
+            self.conn.setblocking(True)
+            self.conn.sendall(b'{"return": true}\n')
+            return True
+        except OSError:
+            return False
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -90,6 +110,37 @@ class Taken:
     proc: PooledProc
     out_r: int
     err_r: int
+
+
+def take_ref(sock_path: str, key: dict[str, Any], sha: str, task_path: str) -> tuple[str, PooledProc] | None:
+    """The pool's idle process of the task whose source hashes to ``sha`` (its transfer
+    directory and process), or None: the pool has none (it then starts one from ``task_path``
+    for the next evaluation), is not there, or does not answer in time."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(TAKE_TIMEOUT_S)
+    try:
+        conn.connect(sock_path)
+        conn.sendall(json.dumps({"take_ref": key, "sha": sha, "task": task_path}).encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf and len(buf) < MAX_LINE:
+            data = conn.recv(MAX_LINE)
+            if not data:
+                break
+            buf += data
+    except OSError:
+        conn.close()
+        return None
+    line, _, rest = buf.partition(b"\n")
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict) or "xfer" not in answer:
+        conn.close()
+        return None
+    conn.settimeout(None)
+    conn.setblocking(False)
+    return str(answer["xfer"]), PooledProc(conn, int(answer["pid"]), rest)
 
 
 def take(sock_path: str, key: dict[str, Any]) -> Taken | None:

@@ -19,7 +19,7 @@ from kforge_harness import framing
 OUTPUT_LIMIT = 64 << 10
 
 
-class _Drain(threading.Thread):
+class Drain(threading.Thread):
     """Reads a pipe to its end, keeping the first and last bytes up to a limit."""
 
     def __init__(self, fd: int, limit: int) -> None:
@@ -186,8 +186,8 @@ class RunnerProcess:
         self.cmd_w = os.open(os.path.join(xfer, "cmd.fifo"), os.O_RDWR | os.O_CLOEXEC)
         self.reply_r = os.open(os.path.join(xfer, "reply.fifo"), os.O_RDWR | os.O_CLOEXEC)
         self.proc = proc
-        self.stdout = _Drain(out_r, OUTPUT_LIMIT)
-        self.stderr = _Drain(err_r, OUTPUT_LIMIT)
+        self.stdout = Drain(out_r, OUTPUT_LIMIT)
+        self.stderr = Drain(err_r, OUTPUT_LIMIT)
         self.stdout.start()
         self.stderr.start()
         self.seq = 0
@@ -300,6 +300,14 @@ class RunnerProcess:
             pass
         self.kill()
 
+    def detach(self) -> None:
+        """Lets go of a pooled process without ending it (a task's process returned to its
+        pool): closes this side's channel and output ends. The pool owns the process."""
+        self._close_ends()
+        conn = getattr(self.proc, "conn", None)
+        if conn is not None:
+            conn.close()
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -307,6 +315,9 @@ class RunnerProcess:
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
             self.proc.wait()
+        self._close_ends()
+
+    def _close_ends(self) -> None:
         for fd in (self.cmd_w, self.reply_r):
             try:
                 os.close(fd)

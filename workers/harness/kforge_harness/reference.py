@@ -17,13 +17,14 @@ candidate.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import socket
-from typing import Any
+from typing import Any, Callable
 
-from kforge_harness import framing
+from kforge_harness import framing, poolclient
 from kforge_harness.proc import RunnerDied, RunnerProcess
 
 REFRUNNER = "kforge_harness.refrunner"
@@ -31,6 +32,29 @@ REFRUNNER = "kforge_harness.refrunner"
 
 class TaskFailed(Exception):
     """The task's process failed or refused a command; the message says why (task's words)."""
+
+
+def _marks_unfit(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A Reference method whose TaskFailed leaves the process unfit to go back to a pool."""
+
+    @functools.wraps(method)
+    def run(self: Reference, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except TaskFailed:
+            self.healthy = False
+            raise
+
+    return run
+
+
+def _listen(xfer: str) -> tuple[socket.socket, str]:
+    """The judge's end of a device channel: a Unix socket of a fresh name in ``xfer``."""
+    path = os.path.join(xfer, f"dev-{os.urandom(4).hex()}.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    return listener, path
 
 
 def read_task(path: str) -> bytes:
@@ -56,16 +80,25 @@ class Reference:
         self.timeout = timeout
         self.transport: Any = None
         self.transfer = "files"
+        self.start = "cold"  # or "pooled": a task's process kept by the runner pool
+        self.pooled: poolclient.PooledProc | None = None
+        self.healthy = True  # every command answered as it should: fit to go back to its pool
 
     @classmethod
     def start(cls, task_path: str, opts: Any, device: bool = True) -> Reference:
-        """Starts the task's process for an evaluation with ``opts`` (launch.Options): copies
-        the task file into a fresh transfer directory and starts kforge_harness.refrunner there
-        (``device=False``: for inspect alone, which needs no CUDA context and no device
-        channel). Raises TaskFailed when the file cannot be read."""
+        """The task's process for an evaluation with ``opts`` (launch.Options): the runner pool's
+        idle one for this task when ``opts.pool`` has one, else a new one, started on a copy of
+        the task file in a fresh transfer directory (``device=False``: for inspect alone, which
+        needs no CUDA context and no device channel). Raises TaskFailed when the file cannot be
+        read."""
         from kforge_harness import launch
 
         data = read_task(task_path)
+        sha = hashlib.sha256(data).hexdigest()
+        if opts.pool and device:
+            taken = poolclient.take_ref(opts.pool, launch.pool_key(opts), sha, os.path.abspath(task_path))
+            if taken is not None:
+                return cls._adopt(taken[0], taken[1], opts, sha)
         xfer = launch.xfer_dir(opts.jail)
         listener = None
         try:
@@ -78,10 +111,7 @@ class Reference:
             if not device:
                 tail.append("--no-device")
             elif opts.backend == "cuda":
-                path = os.path.join(xfer, "dev.sock")
-                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                listener.bind(path)
-                listener.listen(1)
+                listener, path = _listen(xfer)
                 tail += ["--dev-sock", path]
             lifetime = opts.init_timeout + 40 * opts.run_timeout + 40 * opts.timing_policy.budget_s
             env, wrap, mem = launch.runner_env_wrap(opts, xfer, [], lifetime)
@@ -91,7 +121,24 @@ class Reference:
                 listener.close()
             shutil.rmtree(xfer, ignore_errors=True)
             raise
-        return cls(proc, xfer, listener, opts.init_timeout, hashlib.sha256(data).hexdigest())
+        return cls(proc, xfer, listener, opts.init_timeout, sha)
+
+    @classmethod
+    def _adopt(cls, xfer: str, pooled: poolclient.PooledProc, opts: Any, sha: str) -> Reference:
+        """Takes over the pool's process of this task: its output stays with the pool (which
+        sends its tail with the exit status), so the ends handed to RunnerProcess are closed
+        pipes; on cuda the judge's device channel is a new socket in its transfer directory,
+        which ``attach`` tells it to connect to."""
+        ends = []
+        for _ in range(2):
+            r, w = os.pipe()
+            os.close(w)
+            ends.append(r)
+        proc = RunnerProcess.adopt(xfer, pooled, ends[0], ends[1])
+        listener = _listen(xfer)[0] if opts.backend == "cuda" else None
+        ref = cls(proc, xfer, listener, opts.init_timeout, sha)
+        ref.start, ref.pooled = "pooled", pooled
+        return ref
 
     def attach(self, token: int) -> None:
         """Makes the tensor transport (the caller has imported PyTorch by now) and, on cuda,
@@ -101,6 +148,8 @@ class Reference:
         self.transport = Transport(self.xfer)
         if self.listener is None:
             return
+        if self.pooled is not None:  # it connects when told where (it has served other judges)
+            self.request({"cmd": "attach", "dev_sock": self.listener.getsockname()})
         try:
             conn = self.proc.accept(self.listener, self.timeout)
         except framing.ChannelTimeout:
@@ -111,12 +160,17 @@ class Reference:
         self.transfer = connect_devshare(self.transport, conn, token, lambda m: self.request(m, self.timeout))
 
     def _died(self, e: Exception) -> str:
-        log = self.proc.log().strip()
+        log = (self.pooled.log if self.pooled is not None else self.proc.log()).strip()
         last = log.splitlines()[-1] if log else ""
         return f"the task's process ended: {e}" + (f": {last[:300]}" if last else "")
 
+    @_marks_unfit
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """One command; its reply, or TaskFailed with the task's error."""
+        """One command; its reply, or TaskFailed with the task's error (the process is then no
+        longer fit to be used again)."""
+        return self._request(msg, timeout)
+
+    def _request(self, msg: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         try:
             reply = self.proc.request(msg, timeout or self.timeout)
         except framing.ChannelTimeout as e:
@@ -147,6 +201,7 @@ class Reference:
             framing.clear(self.xfer)
 
     # -- the task's commands ------------------------------------------------------------------
+    @_marks_unfit
     def load(self, init_seed: int, device: Any) -> dict[str, Any]:
         """Loads the task and builds its model after manual_seed(init_seed). Returns the task's
         settings (``tolerance``, ``allow_tf32``, ``test_inputs``: how many further shapes) and
@@ -190,12 +245,14 @@ class Reference:
             raise TaskFailed("get_inputs() must return a list or tuple")
         return (got[0], got[1]) if forward else got[0]
 
+    @_marks_unfit
     def outputs(self, slot: str, device: Any, wide: bool = False, max_bytes: int | None = None) -> Any:
         """The reference's outputs on ``slot`` (in float64 with ``wide``), on ``device``."""
         reply = self.request({"cmd": "forward", "slot": slot, "wide": wide})
         (out,) = self.decode(reply, ["outputs"], device, max_bytes)
         return out
 
+    @_marks_unfit
     def fingerprints(self, items: list[tuple[str, float]], seed: int) -> list[list[dict[str, Any] | None]]:
         """For each (slot, scale): timing.Fingerprint(seed).summary of the reference's outputs
         on the slot's inputs scaled by ``scale``, checked for shape."""
@@ -205,6 +262,7 @@ class Reference:
             raise TaskFailed("the task's process sent malformed fingerprints")
         return got
 
+    @_marks_unfit
     def scale_range(self, slot: str, ranges: list[tuple[float, float]]) -> tuple[float, float]:
         reply = self.request({"cmd": "scale_range", "slot": slot, "ranges": [list(r) for r in ranges]})
         got = reply.get("range")
@@ -238,6 +296,7 @@ class Reference:
             raise TaskFailed("the task's process sent malformed baselines")
         return data
 
+    @_marks_unfit
     def eager(self, slot: str, policy: dict[str, Any], timeout: float) -> dict[str, Any]:
         reply = self.request({"cmd": "eager", "slot": slot, "policy": policy}, timeout)
         t = reply.get("timing")
@@ -245,6 +304,7 @@ class Reference:
             raise TaskFailed("the task's process sent a malformed timing")
         return t
 
+    @_marks_unfit
     def inspect(self) -> dict[str, Any]:
         reply = self.request({"cmd": "inspect"})
         graph = reply.get("graph")
@@ -259,14 +319,31 @@ class Reference:
         return self.proc.log()
 
     def close(self) -> None:
-        """Ends the task's process (its whole process group) and removes its directory."""
-        self.proc.close()
+        """Ends the task's process (its whole process group) and removes its directory; or, for
+        the pool's process of a task that answered everything as it should, has it drop all of
+        this evaluation (``release``) and gives it back to the pool."""
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+        if self.pooled is not None and self.healthy:
+            try:
+                self._request({"cmd": "release"}, 30.0)
+                returned = self.pooled.give_back()
+            except TaskFailed:
+                returned = False
+            if self.transport is not None:
+                self.transport.release()
+                if self.transport.sock is not None:
+                    self.transport.sock.close()
+            if returned:
+                framing.clear(self.xfer)
+                self.proc.detach()
+                return
+        self.proc.close()
         if self.transport is not None and self.transport.sock is not None:
             self.transport.sock.close()
-        shutil.rmtree(self.xfer, ignore_errors=True)
+        if self.pooled is None:
+            shutil.rmtree(self.xfer, ignore_errors=True)
 
 
 def open_task(task_path: str, opts: Any, token: int) -> Reference:

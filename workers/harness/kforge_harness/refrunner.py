@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import os
 import socket
 import sys
@@ -214,6 +215,27 @@ class RefRunner:
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
         return answer_devprobe(self.transport, msg)
 
+    def attach(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A new judge's device channel (a pooled process serves one judge after another)."""
+        if self.transport.sock is not None:
+            self.transport.sock.close()
+        self.transport = Transport(self.args.xfer, wire.connect_unix(str(msg.get("dev_sock") or "")))
+        return {"ok": self.transport.sock is not None}
+
+    def release(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Drops everything of the evaluation that ends (its model, its inputs, its device
+        channel) before the pool keeps this process for the next evaluation of the task."""
+        self.slots.clear()
+        self.model = self.model64 = None
+        self.transport.release()
+        if self.transport.sock is not None:
+            self.transport.sock.close()
+            self.transport.sock = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True}
+
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="kforge_harness.refrunner")
@@ -224,12 +246,19 @@ def main(argv: list[str]) -> int:
     p.add_argument("--backend", required=True, choices=["cuda", "cpu"])
     p.add_argument("--dev-sock")
     p.add_argument("--no-device", action="store_true", help="no CUDA context ahead (inspect)")
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="a pool's: serves one judge after another (their closing the channel is no end)",
+    )
     args = p.parse_args(argv)
     os.environ["KFORGE_BACKEND"] = args.backend
     if _CUDA_INIT is not None:
         _CUDA_INIT.join()
     ref = RefRunner(args, wire.connect_unix(args.dev_sock) if args.backend == "cuda" else None)
-    cmd_fd = os.open(args.cmd_fifo, os.O_RDONLY | os.O_CLOEXEC)
+    # a pool's keeps a writer of its own on the command FIFO, so that a judge that lets go of it
+    # is not an end of file; it ends with its pool (its parent), or on "exit"
+    cmd_fd = os.open(args.cmd_fifo, (os.O_RDWR if args.pooled else os.O_RDONLY) | os.O_CLOEXEC)
     reply_fd = os.open(args.reply_fifo, os.O_WRONLY | os.O_CLOEXEC)
     handlers = {
         "load": ref.load,
@@ -242,6 +271,8 @@ def main(argv: list[str]) -> int:
         "inspect": ref.inspect,
         "drop": ref.drop,
         "devprobe": ref.devprobe,
+        "attach": ref.attach,
+        "release": ref.release,
         "ping": lambda m: {"pong": True},
     }
 
