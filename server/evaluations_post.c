@@ -303,7 +303,7 @@ static enum MHD_Result create(struct kf_req *r) {
         ret = kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
         goto out;
     }
-    int rc = kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES);
+    int rc = kf_quota_write(db, &in.quota, tx, &in, KF_SRV_TX_TRIES);
     if (rc != 0) {
         if (in.quota.over)
             ret = kf_quota_reply(r, &in.quota);

@@ -403,7 +403,7 @@ enum MHD_Result kf_optimize_post(struct kf_req *r) {
         ret = kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
         goto out;
     }
-    if (kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES) != 0) {
+    if (kf_quota_write(db, &in.quota, tx, &in, KF_SRV_TX_TRIES) != 0) {
         if (in.quota.over)
             ret = kf_quota_reply(r, &in.quota);
         else if (in.task_missing)

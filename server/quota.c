@@ -55,6 +55,21 @@ int kf_quota_tx(struct kf_db *db, struct kf_quota *q) {
     return 0;
 }
 
+int kf_quota_write(struct kf_db *db, const struct kf_quota *q, kf_db_tx_fn fn, void *arg,
+                   int tries) {
+    if (!q->owner[0])
+        return kf_db_tx(db, fn, arg, tries);
+    const char *p[] = {q->owner};
+    PGresult *res = kf_db_exec(db, "quota_lock", 1, p);
+    if (!res)
+        return -1;
+    PQclear(res);
+    int rc = kf_db_tx(db, fn, arg, tries);
+    res = kf_db_exec(db, "quota_unlock", 1, p);
+    PQclear(res); /* a failed unlock: the session's end releases it */
+    return rc;
+}
+
 enum MHD_Result kf_quota_reply(struct kf_req *r, const struct kf_quota *q) {
     snprintf(r->retry_after, sizeof r->retry_after, "%ld", q->retry_after);
     return kf_reply_error(r, q->over, NULL, "%s", q->detail);

@@ -298,6 +298,9 @@ static const struct kf_stmt stmts[] = {
      "epoch FROM min(j.finished_at) + " DAY " - now()))::bigint FROM jobs j"
      " WHERE j.owner = $1::text AND j.finished_at >= now() - " DAY ")"
      " FROM (SELECT $1::text AS name) x LEFT JOIN owners o ON o.name = x.name"},
+    /* one owner's writes one at a time (quota.c's kf_quota_write): a session lock */
+    {"quota_lock", "SELECT pg_advisory_lock(hashtextextended('kforge-owner:' || $1::text, 0))"},
+    {"quota_unlock", "SELECT pg_advisory_unlock(hashtextextended('kforge-owner:' || $1::text, 0))"},
     /* the keys API (keys_*.c, key_revoke_post.c) */
     {"owner_add", "INSERT INTO owners (name) VALUES ($1) ON CONFLICT DO NOTHING"},
     {"key_insert", "INSERT INTO api_keys (id, prefix, hash, name, owner, scopes)"

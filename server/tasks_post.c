@@ -128,7 +128,7 @@ enum MHD_Result kf_tasks_post(struct kf_req *r) {
     if (!db)
         return kf_reply_error(r, KF_E_DATABASE_UNAVAILABLE, NULL, NULL);
     enum MHD_Result ret;
-    if (kf_db_tx(db, tx, &in, KF_SRV_TX_TRIES) != 0)
+    if (kf_quota_write(db, &in.quota, tx, &in, KF_SRV_TX_TRIES) != 0)
         ret = in.quota.over ? kf_quota_reply(r, &in.quota) : kf_reply_db_error(r, db);
     else {
         if (t->created)
