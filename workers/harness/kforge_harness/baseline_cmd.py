@@ -10,7 +10,7 @@ from typing import Any
 
 from kforge_harness import baseline
 from kforge_harness.envinfo import env_info
-from kforge_harness.judge import device_for, measure_baselines
+from kforge_harness.judge import device_for
 from kforge_harness.launch import Options
 from kforge_harness.reference import Reference, TaskFailed, open_task, read_task
 
@@ -51,7 +51,7 @@ def run_baseline(
         rng = random.Random(secrets.randbits(62))
         policy = {"budget_s": budget_s}
         scales = [rng.uniform(0.5, 2.0) for _ in range(o.timing_policy.max_reps)]
-        data = measure_baselines(ref, slots, policy, with_compile, scales, o.init_timeout)
+        data = ref.baselines(slots, policy, with_compile, scales, o.init_timeout)
     except TaskFailed as e:
         return {"error": f"task: {e}", "env": env}
     finally:

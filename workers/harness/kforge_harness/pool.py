@@ -36,6 +36,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kforge_harness import launch as launchmod
 from kforge_harness.poolclient import MAX_LINE
@@ -142,6 +143,38 @@ def thaw(pid: int, jailed: bool) -> None:
             os.kill(p, signal.SIGCONT)
         except OSError:
             pass
+
+
+def _follow(
+    conn: socket.socket, proc: subprocess.Popen[bytes], log: Callable[[], str] | None = None
+) -> bytes | None:
+    """Follows a handed process and its judge's connection until one ends: when the process
+    ends first, tells the judge its exit status (and its output's tail, ``log``) and returns
+    None; when the judge closes first, returns all it sent. Closes ``conn``."""
+    conn.settimeout(None)
+    said = b""
+    while True:
+        code = proc.poll()
+        if code is not None:
+            msg: dict[str, object] = {"exit": code}
+            if log is not None:
+                msg["log"] = log()
+            try:
+                conn.sendall(json.dumps(msg).encode() + b"\n")
+            except OSError:
+                pass
+            conn.close()
+            return None
+        ready, _, _ = select.select([conn], [], [], 0.25)
+        if ready:
+            try:
+                data = conn.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                conn.close()
+                return said
+            said = (said + data)[-4096:]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -273,27 +306,8 @@ class Pool:
     def _watch_task(self, conn: socket.socket, t: TaskProc) -> None:
         """Tells the judge when the task's process ends (with its output's tail); takes it back,
         stopped, when the judge returns it; kills it when the judge goes without."""
-        conn.settimeout(None)
-        returned = False
-        while True:
-            code = t.proc.poll()
-            if code is not None:
-                try:
-                    conn.sendall(json.dumps({"exit": code, "log": t.log()}).encode() + b"\n")
-                except OSError:
-                    pass
-                returned = False
-                break
-            ready, _, _ = select.select([conn], [], [], 0.25)
-            if ready:
-                try:
-                    data = conn.recv(4096)
-                except OSError:
-                    data = b""
-                if not data:
-                    break
-                returned = returned or b'"return"' in data
-        conn.close()
+        said = _follow(conn, t.proc, t.log)
+        returned = said is not None and b'"return"' in said
         if returned and t.proc.poll() is None and freeze(t.proc.pid, bool(self.opts.jail)):
             with self.lock:
                 t.frozen, t.handed, t.last_used = True, False, time.monotonic()
@@ -361,25 +375,8 @@ class Pool:
 
     def _watch(self, conn: socket.socket, proc: subprocess.Popen[bytes]) -> None:
         """Tells the judge when its runner ends; kills the runner when the judge goes first."""
-        conn.settimeout(None)
-        while True:
-            code = proc.poll()
-            if code is not None:
-                try:
-                    conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
-                except OSError:
-                    pass
-                break
-            ready, _, _ = select.select([conn], [], [], 0.25)
-            if ready:
-                try:
-                    data = conn.recv(4096)
-                except OSError:
-                    data = b""
-                if not data:
-                    _kill_group(proc)
-                    break
-        conn.close()
+        if _follow(conn, proc) is not None:
+            _kill_group(proc)
         with self.lock:
             self.handed.pop(proc.pid, None)
 

@@ -112,22 +112,27 @@ class Taken:
     err_r: int
 
 
-def take_ref(sock_path: str, key: dict[str, Any], sha: str, task_path: str) -> tuple[str, PooledProc] | None:
-    """The pool's idle process of the task whose source hashes to ``sha`` (its transfer
-    directory and process), or None: the pool has none (it then starts one from ``task_path``
-    for the next evaluation), is not there, or does not answer in time."""
+def _ask(
+    sock_path: str, request: dict[str, Any], max_fds: int
+) -> tuple[socket.socket, dict[str, Any], bytes, list[int]] | None:
+    """Sends ``request`` to the pool and reads its answer: (the connection, the answer, what came
+    after its line, descriptors attached), or None when the pool is not there or does not answer
+    in time."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(TAKE_TIMEOUT_S)
+    buf, fds = b"", []
     try:
         conn.connect(sock_path)
-        conn.sendall(json.dumps({"take_ref": key, "sha": sha, "task": task_path}).encode() + b"\n")
-        buf = b""
+        conn.sendall(json.dumps(request).encode() + b"\n")
         while b"\n" not in buf and len(buf) < MAX_LINE:
-            data = conn.recv(MAX_LINE)
+            data, got, _, _ = socket.recv_fds(conn, MAX_LINE, max(1, max_fds))
+            fds += got
             if not data:
                 break
             buf += data
     except OSError:
+        for fd in fds:
+            os.close(fd)
         conn.close()
         return None
     line, _, rest = buf.partition(b"\n")
@@ -135,7 +140,20 @@ def take_ref(sock_path: str, key: dict[str, Any], sha: str, task_path: str) -> t
         answer = json.loads(line)
     except ValueError:
         answer = {}
-    if not isinstance(answer, dict) or "xfer" not in answer:
+    return conn, answer if isinstance(answer, dict) else {}, rest, fds
+
+
+def take_ref(sock_path: str, key: dict[str, Any], sha: str, task_path: str) -> tuple[str, PooledProc] | None:
+    """The pool's idle process of the task whose source hashes to ``sha`` (its transfer
+    directory and process), or None: the pool has none (it then starts one from ``task_path``
+    for the next evaluation), is not there, or does not answer in time."""
+    got = _ask(sock_path, {"take_ref": key, "sha": sha, "task": task_path}, 0)
+    if got is None:
+        return None
+    conn, answer, rest, fds = got
+    for fd in fds:  # none is sent for a task's process
+        os.close(fd)
+    if "xfer" not in answer:
         conn.close()
         return None
     conn.settimeout(None)
@@ -147,26 +165,10 @@ def take(sock_path: str, key: dict[str, Any]) -> Taken | None:
     """One warm runner from the pool at ``sock_path`` that was started with ``key``; None when
     the pool is not there, has none of that kind, or does not answer in time (the caller then
     starts its own)."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(TAKE_TIMEOUT_S)
-    try:
-        conn.connect(sock_path)
-        conn.sendall(json.dumps({"take": key}).encode() + b"\n")
-        buf, fds = b"", []
-        while b"\n" not in buf and len(buf) < MAX_LINE:
-            data, got, _, _ = socket.recv_fds(conn, MAX_LINE, 2)
-            fds += got
-            if not data:
-                break
-            buf += data
-    except OSError:
-        conn.close()
+    got = _ask(sock_path, {"take": key}, 2)
+    if got is None:
         return None
-    line, _, rest = buf.partition(b"\n")
-    try:
-        answer = json.loads(line)
-    except ValueError:
-        answer = {}
+    conn, answer, rest, fds = got
     if "xfer" not in answer or len(fds) != 2:
         for fd in fds:
             os.close(fd)

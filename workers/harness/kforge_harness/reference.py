@@ -22,6 +22,7 @@ import hashlib
 import os
 import shutil
 import socket
+import time
 from typing import Any, Callable
 
 from kforge_harness import framing, poolclient
@@ -188,6 +189,7 @@ class Reference:
             raise TaskFailed(f"{str(reply['error'])[:2000]}{tail}")
         return reply
 
+    @_marks_unfit
     def decode(
         self, reply: dict[str, Any], keys: list[str], device: Any, max_bytes: int | None = None
     ) -> list[Any]:
@@ -229,6 +231,7 @@ class Reference:
             "state_names": names,
         }
 
+    @_marks_unfit
     def draw(
         self, slot: str, kind: str, seed: int, device: Any, forward: bool = False, send: bool = True
     ) -> Any:
@@ -270,6 +273,7 @@ class Reference:
             raise TaskFailed("the task's process sent a malformed scale range")
         return float(got[0]), float(got[1])
 
+    @_marks_unfit
     def baselines(
         self,
         slots: list[str],
@@ -278,7 +282,10 @@ class Reference:
         scales: list[float] | None,
         timeout: float,
     ) -> dict[str, Any]:
-        """Eager and torch.compile times measured in the task's process (baseline.measure_baselines)."""
+        """Eager and torch.compile times measured in the task's process on its slots ``slots``
+        (baseline.measure_baselines). What it reports is checked against the judge's wall
+        clock: the task cannot claim more timed calls than the time it took allows."""
+        t0 = time.monotonic()
         reply = self.request(
             {
                 "cmd": "baselines",
@@ -289,11 +296,21 @@ class Reference:
             },
             timeout,
         )
+        wall = time.monotonic() - t0
         data = reply.get("baseline")
         if not isinstance(data, dict) or not _timing_ok(data.get("eager")):
             raise TaskFailed("the task's process sent malformed baselines")
         if data.get("compile") is not None and not _timing_ok(data["compile"]):
             raise TaskFailed("the task's process sent malformed baselines")
+        claimed = sum(
+            t["median_ms"] * t["trials"] / 1000.0
+            for t in (data["eager"], data.get("compile"))
+            if t is not None
+        )
+        if claimed > wall * 1.05 + 0.01:
+            raise TaskFailed(
+                f"the task's baseline times ({claimed:.3f} s) exceed the wall clock ({wall:.3f} s)"
+            )
         return data
 
     @_marks_unfit
