@@ -47,6 +47,16 @@ def test_there_are_a_dozen_examples():
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_cpu_example_in_jail(harness, name):
+    """Through kforge-jail (g++ in the build profile, the runner and the task's process in run),
+    every example passes as it does without it (test_cpu_example)."""
+    jail = ROOT / "build" / "kforge-jail"
+    if not jail.exists():
+        pytest.skip("build/kforge-jail is not built")
+    _check(harness, name, "cpu", "--no-compile", "--budget", "0.3", "--jail", str(jail))
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_cpu_example(harness, name):
     _check(harness, name, "cpu", "--no-compile", "--budget", "0.3")
 

@@ -71,7 +71,9 @@ def _probe():
     attempt("cache", lambda: sorted(os.listdir(os.path.join({cache!r}, "baselines"))))
     attempt("cache_write", lambda: open(os.path.join({cache!r}, "planted.json"), "w").write("{{}}"))
     attempt("parent_environ", lambda: open(f"/proc/{{os.getppid()}}/environ").read()[:200])
-    found["judge_in_process"] = any(m.startswith(("kforge_harness.judge", "kforge_harness.launch")) for m in sys.modules)
+    # the judge's verdict code: never where a task runs (its process is a new interpreter, or,
+    # without the jail on the cpu backend, a fork of the judge made before any secret is drawn)
+    found["judge_in_process"] = "kforge_harness.judge" in sys.modules
     found["key_in_environ"] = any("KEY" in k or "PASSWORD" in k for k in os.environ)
     raise RuntimeError("FINDINGS " + json.dumps(found, sort_keys=True) + " END")
 
@@ -225,7 +227,8 @@ def test_baseline_and_inspect_run_the_task_in_the_jail(harness, host, tmp_path):
 
 def test_without_the_jail_the_task_still_never_runs_in_the_judge(harness, host, tmp_path):
     """The judge's own process runs no task code even without --jail (a development setting): the
-    task's process is a separate one, which knows neither the judge's modules nor its seed."""
+    task's process is a separate one (a fork made before the seed is drawn), where the judge's
+    verdict code was never loaded."""
     for place in ("module", "forward"):
         task = host.task(tmp_path, place)
         code, v, err = harness("evaluate", "--task", str(task), "--candidate", str(CASES / "good"), *FAST)

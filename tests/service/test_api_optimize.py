@@ -117,7 +117,9 @@ def accepted(r: Any) -> dict[str, Any]:
     assert r.headers["Content-Type"].startswith("application/json")
     assert r.headers.get("X-Request-Id")
     body = r.json()
-    assert set(body) == {"job", "episode"}, body
+    # no worker runs in this module: every reply warns that none serves the job's class
+    assert set(body) == {"job", "episode", "warnings"}, body
+    assert [w["name"] for w in body["warnings"]] == ["no_live_worker"], body["warnings"]
     job, ep = body["job"], body["episode"]
     assert set(job) == JOB_KEYS, set(job) ^ JOB_KEYS
     assert job["kind"] == "optimize" and job["status"] == "queued" and job["attempt"] == 0

@@ -133,14 +133,15 @@ def prepare(task_path: str, cand_path: str, opts: Options) -> Launch:
     make_undumpable()
     launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), xfer_dir(opts.jail))
     try:
-        if opts.phase != "build":
-            # the task's process starts first: its start (PyTorch, a CUDA context) overlaps the
-            # candidate's build; it makes nothing on the GPU before the judge asks
+        _build_and_start(launch)
+        if launch.runner is not None:
+            # the task's process starts beside the runner (its start, PyTorch and a CUDA
+            # context, overlaps the runner's and the judge's); it makes nothing on the GPU
+            # before the judge asks
             try:
                 launch.ref = Reference.start(task_path, opts)
             except TaskFailed as e:
                 launch.task_error = str(e)
-        _build_and_start(launch)
     except BaseException:
         launch.abandon()
         raise

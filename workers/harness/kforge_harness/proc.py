@@ -152,6 +152,92 @@ def spawn_runner(
     return proc, out_r, err_r
 
 
+class ForkedProc:
+    """A child made by ``fork_runner``, as Popen shows one: ``pid``, ``returncode``, ``poll()``,
+    ``wait()``, ``kill()``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("forked runner", timeout or 0.0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def fork_runner(
+    argv_tail: list[str], env: dict[str, str], xfer: str, mem_limit_mib: int | None, module: str
+) -> tuple[ForkedProc, int, int]:
+    """As ``spawn_runner`` without a jail, but the child is a fork of this process running
+    ``MODULE.main``, not a new interpreter: it starts with what this process has imported
+    (PyTorch: a second and a half of CPU on a small machine, per evaluation). The caller has
+    drawn no secret yet (the child holds a copy of its memory) and made no CUDA context (a
+    fork cannot use one). The child gets the same limits, session, empty capability set and
+    environment as a spawned one."""
+    cmd_path = os.path.join(xfer, "cmd.fifo")
+    reply_path = os.path.join(xfer, "reply.fifo")
+    os.mkfifo(cmd_path, 0o600)
+    os.mkfifo(reply_path, 0o600)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    argv = ["--cmd-fifo", cmd_path, "--reply-fifo", reply_path, *argv_tail]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if mem_limit_mib:
+                lim = mem_limit_mib << 20
+                resource.setrlimit(resource.RLIMIT_DATA, (lim, lim))
+            os.setsid()
+            drop_capabilities()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+            os.environ.clear()
+            os.environ.update(env)
+            sys.argv = [module, *argv]
+            import importlib
+
+            code = importlib.import_module(module).main(argv)
+        except BaseException:  # noqa: BLE001 - said on the child's stderr, which the judge keeps
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+    for fd in (out_w, err_w):
+        os.close(fd)
+    return ForkedProc(pid), out_r, err_r
+
+
 class RunnerProcess:
     """Owns the runner child, the two FIFOs of its channel and its output drains.
 
@@ -169,7 +255,14 @@ class RunnerProcess:
         mem_limit_mib: int | None,
         wrap: list[str] | None = None,
         module: str = "kforge_harness.runner",
+        fork: bool = False,
     ) -> None:
+        """``fork``: a fork of this process (fork_runner) instead of a new interpreter, where
+        no jail is asked for."""
+        if fork and not wrap:
+            forked, out_r, err_r = fork_runner(argv_tail, env, xfer, mem_limit_mib, module)
+            self._attach(xfer, forked, out_r, err_r)
+            return
         proc, out_r, err_r = spawn_runner(argv_tail, env, xfer, mem_limit_mib, wrap, module)
         self._attach(xfer, proc, out_r, err_r)
 

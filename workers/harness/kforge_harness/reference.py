@@ -116,7 +116,13 @@ class Reference:
                 tail += ["--dev-sock", path]
             lifetime = opts.init_timeout + 40 * opts.run_timeout + 40 * opts.timing_policy.budget_s
             env, wrap, mem = launch.runner_env_wrap(opts, xfer, [], lifetime)
-            proc = RunnerProcess(tail, env, xfer, mem, wrap, module=REFRUNNER)
+            # without a jail on the cpu backend, a fork of this process (PyTorch imported, no
+            # secret drawn yet, no CUDA context) starts in a fraction of an interpreter's time
+            fork = wrap is None and opts.backend == "cpu"
+            if fork:
+                import torch  # noqa: F401 - before the fork, so the child need not import it
+
+            proc = RunnerProcess(tail, env, xfer, mem, wrap, module=REFRUNNER, fork=fork)
         except BaseException:
             if listener is not None:
                 listener.close()
