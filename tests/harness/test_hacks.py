@@ -424,5 +424,3 @@ def test_hack_verdict_same_in_jail(cache, task, candidate):
     same(plain, inside)
     if (task, candidate) in HONEST:  # the jail shows the runner the native guard's library
         assert inside["env"].get("guard") == "native", inside["env"].get("guard_note")
-
-
