@@ -20,7 +20,9 @@ goes back to the pool, **stopped** (SIGSTOP on every process of its tree, its ja
 aside) until the next judge of that task takes it, so no task code runs between evaluations,
 when another evaluation may hold the GPU. A judge that closes without returning it (an error,
 a timeout, a malformed reply) has it killed. At most ``refs`` are kept; the least recently used
-go first, and none is handed out past half its jail's lifetime.
+go first, and none is handed out past half its jail's lifetime. On the cpu backend only: a
+process holding a CUDA context did not survive being stopped and resumed (its next CUDA call
+failed with cudaErrorOperatingSystem on an H100), so on cuda every evaluation starts its own.
 """
 
 from __future__ import annotations
@@ -193,7 +195,10 @@ class Pool:
         self, sock_path: str, opts: launchmod.Options, size: int, max_age_s: float, refs: int = 2
     ) -> None:
         self.sock_path = sock_path
-        self.refs = refs
+        # task's processes are kept on the cpu backend only: stopping a process that holds a
+        # CUDA context and resuming it made its next CUDA call fail (cudaErrorOperatingSystem,
+        # on an H100), and one left running could use the GPU while another evaluation is timed
+        self.refs = refs if opts.backend == "cpu" else 0
         self.tasks: list[TaskProc] = []
         self.opts = opts
         self.key = json.loads(json.dumps(launchmod.pool_key(opts)))
