@@ -170,6 +170,11 @@ CAUGHT = [
     ("relu2.py", "introspect_gc_hidden", "incorrect", []),
     ("relu2.py", "introspect_task_file", "rejected", ["torch_compute"]),
     ("relu2.py", "introspect_frames", "rejected", ["introspection"]),
+    # 17. checked and timed calls told apart (autograd is on in the trials): every timed call is
+    # verified, so skipping the work on them is caught on the first
+    ("relu2.py", "timed_zeros_no_grad", "rejected", ["timed_output_mismatch"]),
+    # 18. timed inputs predicted from earlier ones: each timed call's are drawn on their own
+    ("relu2.py", "timed_scaled_reuse", "rejected", ["timed_output_mismatch"]),
     # 14. forging the result channel
     ("relu2.py", "forge_stdout", "incorrect", []),
     ("relu2.py", "forge_reply_garbage", "rejected", ["channel_tamper"]),
@@ -341,9 +346,11 @@ def test_patch_json_strips_flags(cache):
     assert "kernel_not_launched" in v["flags"] or "harness_tamper" in v["flags"], brief(v)
 
 
-def test_frames_reveal_unchecked_timed_calls(cache):
+def test_frames_reveal_timed_calls_all_verified(cache):
+    """A candidate that tells timed calls from trials by its stack and skips the work on them:
+    every timed call's outputs are checked, so the first one it skips is caught."""
     v = evaluate(cache, "relu2.py", "introspect_frames_hidden")
-    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+    assert v["status"] == "rejected" and "timed_output_mismatch" in v["flags"], brief(v)
 
 
 def test_forged_timing_reply(cache):
@@ -424,3 +431,20 @@ def test_hack_verdict_same_in_jail(cache, task, candidate):
     same(plain, inside)
     if (task, candidate) in HONEST:  # the jail shows the runner the native guard's library
         assert inside["env"].get("guard") == "native", inside["env"].get("guard_note")
+
+
+def test_no_process_of_the_candidate_outlives_the_evaluation(cache):
+    """Without a jail, a grandchild that left the runner's session sleeps on after the runner exits:
+    the judge (its descendants' subreaper) ends it before the baselines, and says so."""
+    pid_file = Path("/tmp/kforge-hack-orphan.pid")
+    pid_file.unlink(missing_ok=True)
+    v = evaluate_backend(cache, "relu2.py", "orphan_setsid_hidden", FAST + ["--no-static-scan"])
+    pid = int(pid_file.read_text())
+    pid_file.unlink()
+    assert v["status"] == "rejected" and "process_escape" in v["flags"], brief(v)
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z"), f"the orphan {pid} is still running ({state})"

@@ -24,7 +24,7 @@ from kforge_harness import build, jailwrap, nativeguard, poolclient
 from kforge_harness.candidate import Candidate, CandidateError, detect
 from kforge_harness.gpulock import GpuLock
 from kforge_harness.policy import Policy
-from kforge_harness.proc import RunnerProcess, make_undumpable
+from kforge_harness.proc import RunnerProcess, become_subreaper, make_undumpable
 from kforge_harness.reference import Reference, TaskFailed
 from kforge_harness.scan import scan_candidate_sources
 
@@ -131,6 +131,7 @@ def xfer_dir(jail: str | None) -> str:
 def prepare(task_path: str, cand_path: str, opts: Options) -> Launch:
     """The first stage of an evaluation (see the module's doc)."""
     make_undumpable()
+    become_subreaper()  # what the runner leaves behind comes back to the judge, which ends it
     launch = Launch(task_path, cand_path, opts, time.monotonic(), process_age_s(), xfer_dir(opts.jail))
     try:
         _build_and_start(launch)

@@ -58,6 +58,7 @@ PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def prctl(*args: int) -> int:
@@ -81,6 +82,42 @@ def make_undumpable() -> None:
     """Marks the calling process (the judge) non-dumpable: /proc/<pid>/mem and ptrace are then
     closed to processes without CAP_SYS_PTRACE, the runner included."""
     prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def become_subreaper() -> None:
+    """Makes the calling process (the judge) the reaper of its descendants' orphans: a process a
+    runner or task's process started, that left their session and outlived them, becomes the
+    judge's child, which ``end_orphans`` then ends."""
+    prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_orphans(keep: set[int]) -> list[int]:
+    """Kills (SIGKILL) and reaps every child of this process whose pid is not in ``keep``, until
+    none is left (a child may have made children of its own, which then come to this process);
+    returns their pids. With ``become_subreaper`` these are whatever the runner left behind."""
+    me, ended = os.getpid(), []
+    for _ in range(20):
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in keep:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 1 and fields[1] == str(me):
+                found.append(int(entry))
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        ended += found
+    return ended
 
 
 class RunnerDied(Exception):

@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any
 
 # Capture the clocks before anything of the candidate's can run.
 _CLOCK = time.perf_counter_ns
@@ -33,7 +33,7 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import elfsyms, nativeguard, timing, wire  # noqa: E402
+from kforge_harness import calls, elfsyms, nativeguard, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
 from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
@@ -147,6 +147,7 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
+        self.subject: calls.Subject | None = None  # the timed calls' side (made on the first)
         # the C++ guard, or None (then the Python one guards, and guard_note says why)
         self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
         # shared objects mapped before the candidate's import (PyTorch's, Python's, the guard's):
@@ -383,38 +384,31 @@ class Runner:
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
         return answer_devprobe(self.transport, msg)
 
-    def timed_call(self, flags: list[str]) -> tuple[Callable[..., Any], Callable[[], GuardedCall]]:
-        """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
-        around it, entered before the timer starts and left after it stops, so that a candidate
-        is timed as the baselines are (their calls carry no guard) while every call of it is
-        still guarded, and with autograd off, as the baselines. Each call's flags go to
-        ``flags``; a refused operator stops the timing (its ForbiddenOp reaches the reply as
+    def _subject(self) -> calls.Subject:
+        if self.subject is None or self.subject.transport is not self.transport:
+            self.subject = calls.Subject(self.transport, self.device, _CLOCK)
+        return self.subject
+
+    def flush(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return self._subject().flush_cache()
+
+    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One timed call (kforge_harness.calls): the inputs come in the message, the model runs
+        under the compute guard with autograd off (as the baselines run under no_grad), and the
+        outputs go back in the reply. Every timed call is the same message: which of them are
+        warm-up, and the fact that each is verified, are the judge's business after the reply.
+        A refused operator stops the timing (its ForbiddenOp reaches the reply as
         ``torch_compute``)."""
         assert self.model is not None
-        model = self.model
+        flags: list[str] = []
 
         def wrap() -> GuardedCall:
             return GuardedCall(self, flags, grad=False)
 
-        return model, wrap
-
-    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        t0 = _CLOCK()
-        sets = self.transport.decode_all(msg, list(msg["input_sets"]), device=self.device)
-        decoded = _CLOCK()
-        policy = timing.Policy(**msg.get("policy", {}))
-        scales = [float(x) for x in msg["scales"]]
-        flags: list[str] = []
-
-        fn, wrap = self.timed_call(flags)
-        fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
-        result = timing.measure(
-            fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK, wrap=wrap
-        )
-        # where the runner's time went (informative only: the judge checks nothing against it)
-        result["decode_s"] = round((decoded - t0) / 1e9, 3)
-        result["measure_s"] = round((_CLOCK() - decoded) / 1e9, 3)
-        return {"timing": result, "flags": sorted(set(flags))}
+        reply, args, out = self._subject().serve(msg, self.model, wrap=wrap, plain=_plain)
+        flags += self._check_outputs(args, [], out)
+        reply["flags"] = sorted(set(flags))
+        return reply
 
 
 def _flat(value: Any) -> list[Any]:
@@ -523,8 +517,10 @@ def main(argv: list[str]) -> int:
     handlers = {
         "init": runner.init,
         "run": runner.run,
-        "time": runner.time,
+        "call": runner.call,
         "devprobe": runner.devprobe,
+        "flush": runner.flush,
+        "audit": lambda m: {"ok": True},
         "ping": lambda m: {"pong": True},
     }
 
@@ -540,7 +536,9 @@ def main(argv: list[str]) -> int:
         except BaseException as e:  # noqa: BLE001 - report whatever the candidate raised
             tb = traceback.format_exc()
             reply = {"error": f"{type(e).__name__}: {e}", "traceback": tb[-4000:]}
-        if runner.integrity is not None:
+        # a timed call's window holds no audit (it costs milliseconds): the judge asks for one
+        # after the last ("audit"), and every other command has its own
+        if runner.integrity is not None and kind not in ("call", "flush"):
             changed = runner.integrity.changed()
             if changed:
                 reply.setdefault("flags", []).append("harness_tamper")
