@@ -46,3 +46,46 @@ def test_what_is_not_an_elf_library_is_said_so(tmp_path: Path):
     assert elfsyms.forbidden_imports(str(bad)) == ["unreadable library (ValueError)"]
     assert all(p.startswith("/") for p in elfsyms.loaded_libraries())
     assert any("libc" in Path(p).name for p in elfsyms.loaded_libraries())
+
+
+def _library_calling(tmp_path: Path, decls: str, body: str) -> str:
+    """A shared library whose one function calls the declared functions (left undefined)."""
+    src = tmp_path / "ext.cpp"
+    src.write_text(f'{decls}\nextern "C" int entry(int x) {{ return {body}; }}\n')
+    lib = tmp_path / "ext.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return str(lib)
+
+
+def test_every_family_of_operator_entry_points_is_named(tmp_path: Path):
+    """An operator's kernel can be called without the dispatcher through at::native, at::cpu,
+    at::cuda, at::meta (an operator's name there; not the streams, handles, graphs and CPU
+    queries extensions use, nor an operator the guard allows) and the composite namespaces:
+    each is named; the honest names are not."""
+    cases = {
+        "an operator's backend": ("namespace at { namespace cpu { int relu(int); } }", "at::cpu::relu(x)"),
+        "an operator's backend ": ("namespace at { namespace meta { int add(int); } }", "at::meta::add(x)"),
+        "at::composite": (
+            "namespace at { namespace compositeexplicitautograd { int mul(int); } }",
+            "at::compositeexplicitautograd::mul(x)",
+        ),
+        " an operator's backend": ("namespace at { namespace cuda { int relu(int); } }", "at::cuda::relu(x)"),
+    }
+    from kforge_harness.guard import ALLOWED_OPS
+
+    ops = elfsyms.operator_names() - ALLOWED_OPS
+    assert {"relu", "add", "mm"} <= ops and "empty" not in ops
+    for i, (what, (decls, body)) in enumerate(cases.items()):
+        d = tmp_path / str(i)
+        d.mkdir()
+        found = elfsyms.forbidden_imports(_library_calling(d, decls, body), ops)
+        assert any(f.startswith(what.strip()) for f in found), (what, found)
+    honest = _library_calling(
+        tmp_path,
+        "namespace at { namespace cuda { int getCurrentCUDAStream(int); int empty(int);"
+        " struct CUDAGraph { int replay(); }; }"
+        " namespace cpu { bool is_avx512_supported(); } }",
+        "at::cuda::getCurrentCUDAStream(x) + at::cuda::empty(x) + ((at::cuda::CUDAGraph*)nullptr)->replay()"
+        " + at::cpu::is_avx512_supported()",
+    )
+    assert elfsyms.forbidden_imports(honest, ops) == []

@@ -170,11 +170,12 @@ CAUGHT = [
     ("relu2.py", "introspect_gc_hidden", "incorrect", []),
     ("relu2.py", "introspect_task_file", "rejected", ["torch_compute"]),
     ("relu2.py", "introspect_frames", "rejected", ["introspection"]),
-    # 17. checked and timed calls told apart (autograd is on in the trials): every timed call is
-    # verified, so skipping the work on them is caught on the first
-    ("relu2.py", "timed_zeros_no_grad", "rejected", ["timed_output_mismatch"]),
-    # 18. timed inputs predicted from earlier ones: each timed call's are drawn on their own
-    ("relu2.py", "timed_scaled_reuse", "rejected", ["timed_output_mismatch"]),
+    # 20. a second Python file of the candidate's: every source the runner could import is scanned
+    ("relu2.py", "second_file_compile", "rejected", ["torch_compile"]),
+    # 21. PyTorch in another process: a helper started at import is seen when the model is built,
+    # and no process can be started after it (the runner's process filter)
+    ("relu2.py", "helper_process_hidden", "rejected", ["native_process"]),
+    ("relu2.py", "fork_in_forward_hidden", "runtime_error", []),
     # 14. forging the result channel
     ("relu2.py", "forge_stdout", "incorrect", []),
     ("relu2.py", "forge_reply_garbage", "rejected", ["channel_tamper"]),
@@ -346,11 +347,9 @@ def test_patch_json_strips_flags(cache):
     assert "kernel_not_launched" in v["flags"] or "harness_tamper" in v["flags"], brief(v)
 
 
-def test_frames_reveal_timed_calls_all_verified(cache):
-    """A candidate that tells timed calls from trials by its stack and skips the work on them:
-    every timed call's outputs are checked, so the first one it skips is caught."""
+def test_frames_reveal_unchecked_timed_calls(cache):
     v = evaluate(cache, "relu2.py", "introspect_frames_hidden")
-    assert v["status"] == "rejected" and "timed_output_mismatch" in v["flags"], brief(v)
+    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
 
 
 def test_forged_timing_reply(cache):
@@ -448,3 +447,15 @@ def test_no_process_of_the_candidate_outlives_the_evaluation(cache):
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z"), f"the orphan {pid} is still running ({state})"
+
+
+def test_a_prebuilt_module_in_the_candidate_is_refused(cache, tmp_path):
+    """A compiled module beside model_new.py (which it could import) is code no scan or build of
+    ours has seen: refused before it runs, scan or no scan."""
+    import shutil
+
+    cand = tmp_path / "cand"
+    shutil.copytree(HACKS / "honest_relu2", cand)
+    (cand / "fast.so").write_bytes(b"\x7fELF")
+    v = evaluate_backend(cache, "relu2.py", str(cand), FAST + ["--no-static-scan"])
+    assert v["status"] == "rejected" and "dynamic_loading" in v["flags"], brief(v)

@@ -273,15 +273,14 @@ def test_the_guard_is_entered_before_the_timer_starts_and_left_after_it_stops():
     assert result["trials"] == 4 and result["median_ms"] == 0.001, result
 
 
-def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baselines(tmp_path):
-    """Runner.call: each timed call runs under the compute guard with autograd off (the
-    baselines run under torch.no_grad), both undone after it, and its outputs come back in the
-    reply; a refused operator stops the timing."""
+def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baselines():
+    """Runner.timed_call: each timed call runs under the compute guard with autograd off (the
+    baselines are timed under torch.no_grad), and both are undone after it; a refused operator
+    still stops the timing."""
     import types
 
-    from kforge_harness import guard, nativeguard
+    from kforge_harness import guard, nativeguard, timing
     from kforge_harness import runner as runnermod
-    from kforge_harness.transport import Transport
 
     seen: list[tuple[bool, bool]] = []
 
@@ -294,26 +293,22 @@ def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baseli
     r.in_forward, r.foreign, r.kernels, r.model = False, [], [], Probe()
     r.native = nativeguard.load(nativeguard.library_path(), guard.ALLOWED_OPS)[0]
     r.args = types.SimpleNamespace(format="kernelbench")
-    r.device, r.subject, r.transport = torch.device("cpu"), None, Transport(str(tmp_path))
-    judge = Transport(str(tmp_path))
-
-    def call() -> dict:
-        arenas: list = []
-        return r.call({"inputs": judge.encode("in_", [torch.ones(4)], [0], arenas), "arenas": arenas})
-
-    reply = call()
-    (out,) = judge.decode_all(reply, [reply["outputs"]])
-    assert seen == [(False, True)] and reply["flags"] == [] and out.shape == (4,), (seen, reply)
-    assert torch.is_grad_enabled() and not r.in_forward and reply["own"]["ms"] >= 0
+    flags: list[str] = []
+    fn, wrap = r.timed_call(flags)
+    policy = timing.Policy(budget_s=10.0, min_reps=3, max_reps=3, warmup_s=0.0, warmup_min=1)
+    timing.measure(fn, [[torch.ones(4)]], torch.device("cpu"), policy, wrap=wrap)
+    assert seen == [(False, True)] * 4 and flags == [], (seen, flags)
+    assert torch.is_grad_enabled() and not r.in_forward
 
     class Cheat(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x)
 
     r.model = Cheat()
+    fn, wrap = r.timed_call(flags)
     with pytest.raises(guard.ForbiddenOp):
-        call()
-    assert torch.is_grad_enabled() and not r.in_forward
+        timing.measure(fn, [[torch.ones(4)]], torch.device("cpu"), policy, wrap=wrap)
+    assert flags == ["torch_compute"] and torch.is_grad_enabled() and not r.in_forward
 
 
 def test_a_baseline_timed_on_a_busy_machine_is_not_cached(tmp_path):

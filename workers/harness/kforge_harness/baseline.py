@@ -1,4 +1,4 @@
-"""Eager and torch.compile baselines, timed by the judge in the same windows as candidates, cached on disk.
+"""Eager and torch.compile baselines, timed by the same routine as candidates, cached on disk.
 
 The cache key is the task's source hash, the backend, the device, the driver and the torch,
 timing and harness versions: a baseline is reused only where it would be measured the same.
@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any
+
+import torch
 
 from kforge_harness import timing
 from kforge_harness.build import cache_dir
@@ -73,46 +75,31 @@ def store(path: str, data: dict[str, Any]) -> bool:
     return True
 
 
-def measure(
-    ref: Any,
-    draw: Callable[[bool], Any],
+def measure_baselines(
+    model: torch.nn.Module,
+    input_sets: list[list[Any]],
+    device: torch.device,
     policy: timing.Policy,
-    with_compile: bool,
-    timeout: float,
-    compile_timeout: float,
+    with_compile: bool = True,
+    scales: list[float] | None = None,
 ) -> dict[str, Any]:
-    """Times eager and torch.compile of the task's model in the task's process ``ref``
-    (reference.Reference), each call in a window of the judge's (kforge_harness.calls) on fresh
-    inputs from ``draw(forward)``, less the channel's own cost measured with the null call. A
-    compile failure is recorded, not raised."""
-    from kforge_harness import calls
-    from kforge_harness.reference import TaskFailed
-
+    """Times eager and torch.compile of ``model``. A compile failure is recorded, not raised."""
     out: dict[str, Any] = {"measured_at": time.time()}
-    null_args = draw(True)  # with the reference's outputs: the null call's are shaped like them
-    out["overhead_ms"] = calls.overhead(lambda: ref.call("null", null_args, timeout)[0])
-    null_args = None
-
-    def subject(name: str, first_timeout: float) -> dict[str, Any]:
-        first = [True]
-
-        def one(warm: bool) -> tuple[float, dict[str, Any]]:
-            limit = first_timeout if first[0] else timeout
-            first[0] = False
-            return ref.call(name, draw(False), limit)
-
-        return calls.loop(one, policy, out["overhead_ms"])
-
-    out["eager"] = subject("eager", timeout)
-    if not with_compile:
-        out["compile"] = None
-        out["compile_error"] = "not requested"
-        return out
-    t0 = time.monotonic()
-    try:
-        out["compile"] = subject("compile", compile_timeout)
-        out["compile_seconds"] = round(time.monotonic() - t0, 3)
-    except TaskFailed as e:  # inductor failures are a property of the task
-        out["compile"] = None
-        out["compile_error"] = str(e)[:500]
+    with torch.no_grad():
+        out["eager"] = timing.measure(model, input_sets, device, policy, scales=scales)
+        if not with_compile:
+            out["compile"] = None
+            out["compile_error"] = "not requested"
+            return out
+        try:
+            compiled = torch.compile(model)
+            t0 = time.monotonic()
+            compiled(*input_sets[0])
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out["compile_seconds"] = round(time.monotonic() - t0, 3)
+            out["compile"] = timing.measure(compiled, input_sets, device, policy, scales=scales)
+        except Exception as e:  # noqa: BLE001 - inductor failures are a property of the task
+            out["compile"] = None
+            out["compile_error"] = f"{type(e).__name__}: {str(e)[:500]}"
     return out

@@ -1,11 +1,11 @@
 """baseline: eager and torch.compile times of a task, from the cache or measured now (in the
-task's own process, each call timed by the judge: kforge_harness.baseline.measure)."""
+task's own process: kforge_harness.refrunner)."""
 
 from __future__ import annotations
 
 import hashlib
+import random
 import secrets
-from dataclasses import replace
 from typing import Any
 
 from kforge_harness import baseline
@@ -19,7 +19,8 @@ def run_baseline(
     task_path: str,
     backend: str,
     use_cache: bool,
-    budget_s: float | None,
+    budget_s: float,
+    n_sets: int = 3,
     with_compile: bool = True,
     opts: Options | None = None,
     ref: Reference | None = None,
@@ -44,14 +45,13 @@ def run_baseline(
         if ref is None:
             ref = open_task(task_path, o, secrets.randbits(62))
         ref.load(secrets.randbits(62), device)
-        policy = o.timing_policy if budget_s is None else replace(o.timing_policy, budget_s=budget_s)
-        task = ref
-
-        def draw(forward: bool) -> Any:
-            got = task.draw("time", "task", secrets.randbits(62), device, forward=forward)
-            return got[0] if forward else got
-
-        data = baseline.measure(ref, draw, policy, with_compile, o.run_timeout, o.init_timeout)
+        slots = [f"t{i}" for i in range(n_sets)]
+        for s in slots:
+            ref.draw(s, "task", secrets.randbits(62), device, send=False)
+        rng = random.Random(secrets.randbits(62))
+        policy = {"budget_s": budget_s}
+        scales = [rng.uniform(0.5, 2.0) for _ in range(o.timing_policy.max_reps)]
+        data = ref.baselines(slots, policy, with_compile, scales, o.init_timeout)
     except TaskFailed as e:
         return {"error": f"task: {e}", "env": env}
     finally:

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 
 FORMATS = ("native", "kernelbench", "cuda-agent")
+# What Python imports besides sources: extension modules, bytecode, path hooks, archives.
+BINARY_MODULES = (".so", ".pyd", ".pyc", ".pyo", ".pth", ".zip", ".egg", ".whl")
 
 
 class CandidateError(Exception):
@@ -21,6 +23,26 @@ class Candidate:
 
     def source_files(self) -> list[str]:
         return [self.model_file, *self.kernel_files]
+
+    def python_files(self) -> tuple[list[str], list[str]]:
+        """(every Python source the runner could import from the candidate, every file it could
+        import that is not a source: a compiled module, bytecode, a path hook or an archive).
+        ``model_new.py`` may import a file of its own beside it, so the static scan reads them
+        all; a prebuilt binary module would run code no scan or build of ours has seen."""
+        if not os.path.isdir(self.path):
+            return [self.model_file], []
+        sources, binaries = [], []
+        for root, dirs, files in os.walk(self.path):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                if name.endswith(".py"):
+                    sources.append(full)
+                elif name.endswith(BINARY_MODULES) or ".so." in name:
+                    binaries.append(full)
+                if len(sources) + len(binaries) >= 400:
+                    return sources, binaries
+        return sources, binaries
 
 
 def detect(path: str, backend: str) -> Candidate:

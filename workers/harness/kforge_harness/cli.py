@@ -164,11 +164,6 @@ def _task_options(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    # OpenMP threads that spin after their work (libgomp's default) take the cores from the
-    # process whose call is being timed: the judge, the task's process and the runner share a
-    # machine's cores, and each would spin after its turn. Set before PyTorch loads OpenMP; the
-    # children inherit it.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         if args.cmd == "evaluate":
             from kforge_harness.launch import Options, prepare

@@ -19,6 +19,18 @@ FORBIDDEN_IMPORTS = [
     (re.compile(r"^_ZN2at4_ops\w*10redispatch"), "at::_ops::*::redispatch (past the guards' key)"),
     (re.compile(r"^_ZN\w*3c1010Dispatcher"), "c10::Dispatcher"),
     (re.compile(r"^_ZN2at4cuda4blas"), "at::cuda::blas:: (PyTorch's GEMMs)"),
+    # the per-backend entry points of every operator (ATen/ops/*_dispatch.h): a kernel of
+    # PyTorch's, called without the dispatcher (at::cpu, at::cuda and at::meta: ENTRY_POINTS)
+    (
+        re.compile(r"^_ZN2at\d+composite(explicit|implicit)autograd"),
+        "at::composite*autograd:: (an operator's kernel without the dispatcher)",
+    ),
+    (
+        re.compile(
+            r"^_ZN2at\d+(sparsecpu|sparsecuda|quantizedcpu|quantizedcuda|mkldnn|nestedtensorcpu|nestedtensorcuda)"
+        ),
+        "an operator's backend kernel without the dispatcher",
+    ),
 ]
 # Imports that start a process or replace the program: a native candidate may not (the jail
 # contains them, and a kernel has no use for them). Not pthread_create or syscall: nvcc's static
@@ -57,9 +69,37 @@ def undefined_symbols(path: str) -> list[str]:
     return out
 
 
-def forbidden_imports(path: str) -> list[str]:
+# at::cpu::NAME, at::cuda::NAME and at::meta::NAME for NAME an operator's: its kernel for that
+# backend without the dispatcher (ATen/ops/*_cpu_dispatch.h and the like). The namespaces also
+# hold what extensions use honestly (streams, handles, CUDAGraph, CPU feature queries), so the
+# names are matched against the operators PyTorch registers, less the ones the compute guard
+# allows anyway (allocation, views, metadata).
+ENTRY_POINTS = re.compile(r"^_ZN2at(3cpu|4cuda|4meta)(\d+)")
+
+
+def operator_names() -> set[str]:
+    """The base names of the ATen operators registered in this process (PyTorch imported)."""
+    import torch
+
+    return {
+        n.split("::", 1)[1].split(".", 1)[0]
+        for n in torch._C._dispatch_get_all_op_names()
+        if n.startswith("aten::")
+    }
+
+
+def _operator_entry(name: str, ops: set[str]) -> bool:
+    m = ENTRY_POINTS.match(name)
+    if not m:
+        return False
+    start = m.end()
+    return name[start : start + int(m.group(2))] in ops
+
+
+def forbidden_imports(path: str, ops: set[str] | None = None) -> list[str]:
     """What the library imports that an extension may not, one description each (empty: none).
-    A file that cannot be read as ELF is reported as such."""
+    With ``ops`` (operator names: where PyTorch is imported), the at::cpu, at::cuda and at::meta
+    entry points of those operators too. A file that cannot be read as ELF is reported as such."""
     try:
         names = undefined_symbols(path)
     except (OSError, ValueError, struct.error, IndexError) as e:
@@ -69,6 +109,9 @@ def forbidden_imports(path: str) -> list[str]:
         hits = [n for n in names if pattern.search(n)]
         if hits:
             found.append(f"{what}: {hits[0][:120]}")
+    hits = [n for n in names if _operator_entry(n, ops)] if ops else []
+    if hits:
+        found.append(f"an operator's backend kernel without the dispatcher: {hits[0][:120]}")
     return found
 
 

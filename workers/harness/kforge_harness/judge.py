@@ -7,6 +7,8 @@ in its runner (``proc.RunnerProcess``), the task in a process of its own
 
 from __future__ import annotations
 
+import itertools
+import random
 import secrets
 import shutil
 import time
@@ -14,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, calls, compare, inputs, jailwrap, wire
+from kforge_harness import REWARD_VERSION, baseline, compare, inputs, jailwrap, timing, wire
 from kforge_harness.envinfo import env_info
 from kforge_harness.launch import Launch, Options, prepare, progress
 from kforge_harness.proc import RunnerDied, end_orphans
@@ -23,6 +25,9 @@ from kforge_harness.reward import reward
 from kforge_harness.transport import Transport, connect_devshare
 
 __all__ = ["Options", "evaluate", "evaluate_launched"]
+
+# Timed calls whose outputs are verified after timing, chosen at random, plus the last.
+VERIFIED_REPS = 8
 
 # Flags that make a verdict ``rejected`` (a hack or an irregular candidate). Others inform.
 REJECTING = {
@@ -110,6 +115,13 @@ def device_for(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
+# The timed calls' inputs are rescaled (so a candidate that keys a cache on its input buffers
+# returns stale outputs, which their fingerprints catch) by a factor drawn from the first of
+# these ranges that keeps the reference finite (RefRunner.scale_range); the narrowest still
+# moves the outputs of most tasks by ten times the float32 tolerance.
+SCALE_RANGES = ((0.5, 2.0), (0.9, 1.1), (0.99, 1.01), (0.999, 1.001))
+
+
 class Evaluation:
     """One evaluate run, after its first stage (kforge_harness.launch): owns the transfer
     directory, the runner and the GPU lock from there on; ``close()`` frees them."""
@@ -119,8 +131,9 @@ class Evaluation:
         self.opts = launch.opts
         self.t0 = launch.t0
         self.v = Verdict(launch.opts.backend)
-        self._calls = 0  # timed calls drawn (each on inputs of its own seed)
-        self._verified = 0  # timed calls whose outputs were checked
+        # each output's slack from a near miss's float64 reference (compare.conditioned), which
+        # the timed outputs' check keeps
+        self._slack: list[float] = []
         self.ref: Reference | None = launch.ref  # the task's process
         self.tolerance: dict[str, float] | None = None
         # where the wall time goes: seconds from the judge's start to the end of each phase
@@ -382,7 +395,7 @@ class Evaluation:
         return all_pass
 
     def _within_reference_error(
-        self, check: dict[str, Any], out: Any, ref: Any, device: torch.device, slot: str = "check"
+        self, check: dict[str, Any], out: Any, ref: Any, device: torch.device
     ) -> None:
         """A near miss of float32 outputs checked again against the reference computed in
         float64 on the same inputs (compare.conditioned): it passes when it is as close as the
@@ -395,7 +408,7 @@ class Evaluation:
         if not floats or any(r.dtype != torch.float32 for r in floats):
             return
         try:
-            ref64 = self.ref.outputs(slot, device, wide=True, max_bytes=4 * inputs.nbytes(ref) + (1 << 20))
+            ref64 = self.ref.outputs("check", device, wide=True, max_bytes=4 * inputs.nbytes(ref) + (1 << 20))
         except TaskFailed as e:  # any failure of the task's own code keeps the miss
             check["float64_reference"] = {"error": str(e)[:300]}
             return
@@ -409,104 +422,78 @@ class Evaluation:
         if rec["pass"]:
             check.update({"pass": True, "near_miss": False, "within_reference_error": True})
             check.pop("reason", None)
+            self._slack = [
+                max(a, b) for a, b in itertools.zip_longest(self._slack, rec["slack"], fillvalue=0.0)
+            ]
 
     # -- timing -------------------------------------------------------------------------
-    def _draw_timed(self, device: torch.device, forward: bool) -> Any:
-        """A timed call's inputs, fresh from the task's own ``get_inputs`` under a seed of their
-        own drawn from the secret (slot ``time``), with the reference's outputs on them when
-        ``forward``."""
-        assert self.ref is not None
-        self._calls += 1
-        return self.ref.draw("time", "task", self._seed(f"time:{self._calls}"), device, forward=forward)
-
-    def _candidate_call(
-        self, args: list[Any], device: torch.device, ref: Any, timeout: float
-    ) -> tuple[float, dict[str, Any]]:
-        """One timed call of the candidate: its window (kforge_harness.calls), then, with
-        ``ref``, its outputs checked elementwise against the reference's on the same inputs.
-        Raises TimedMismatch when they differ, TimedError when the call failed."""
-        counter: list[int] = [0]
-        arenas: list[dict[str, int]] = []
-        self._request({"cmd": "flush"}, timeout)
-        with calls.Window() as w:
-            enc = self.transport.encode("in_", args, counter, arenas)
-            reply = self._request({"cmd": "call", "inputs": enc, "arenas": arenas}, timeout)
-        n = self._calls
-        if "error" in reply:
-            wire.clear(self.xfer)
-            raise TimedError(f"{reply['error']}{_tb(reply)}")
-        try:
-            limit = (
-                2 * inputs.nbytes(ref) + (1 << 20)
-                if ref is not None
-                else 2 * inputs.nbytes(args) + (64 << 20)
-            )
-            if ref is None:
-                self.transport.discard(reply, max_bytes=limit)
-            else:
-                (out,) = self.transport.decode_all(
-                    reply, [reply.get("outputs")], max_bytes=limit, device=device
-                )
-        except wire.ChannelError as e:
-            raise TimedMismatch(f"timed call {n}: unreadable outputs: {e}") from e
-        finally:
-            wire.clear(self.xfer)
-        if ref is not None:
-            check = compare.compare(out, ref, self.tolerance, self.opts.strict)
-            if check.get("near_miss"):
-                self._within_reference_error(check, out, ref, device, slot="time")
-            del out
-            if not check["pass"]:
-                raise TimedMismatch(
-                    f"timed call {n}: {check.get('reason', 'outputs differ from the reference')}"
-                )
-            self._verified += 1
-        own = reply.get("own")
-        return w.ms, own if isinstance(own, dict) else {}
-
     def _timing(self, device: torch.device) -> str | None:
-        """Times the candidate (every timed call on fresh inputs, its outputs verified), then
-        (with the candidate's runner gone) the baselines unless cached; returns an error or
-        None."""
+        """Times the candidate, then (with the candidate's runner gone) the baselines unless
+        cached; returns an error or None."""
         o = self.opts
         assert self.ref is not None
         pol = o.timing_policy
-        self._calls = 0
-        self._verified = 0
+        counter = [0]
+        arenas: list[dict[str, int]] = []
+        first = self.ref.draw("time:0", "task", self._seed("time:0"), device)
+        # Inputs change on every timed call anyway (rescaled in place), so large inputs, which
+        # overflow every cache by themselves, need fewer sets: memory stays bounded.
+        n_sets = max(1, min(o.timing_sets, (2 << 30) // max(1, inputs.nbytes(first))))
+        enc = [self.transport.encode("t0_", first, counter, arenas)]
+        del first
+        for i in range(1, n_sets):
+            s = self.ref.draw(f"time:{i}", "task", self._seed(f"time:{i}"), device)
+            enc.append(self.transport.encode(f"t{i}_", s, counter, arenas))
+            del s
+        slots = [f"time:{i}" for i in range(n_sets)]
+        rng = random.Random(self._seed("scales"))
+        lo, hi = self.ref.scale_range("time:0", list(SCALE_RANGES))
+        scales = [rng.uniform(lo, hi) for _ in range(pol.max_reps)]
+        fp_seed = self._seed("fingerprint") % (1 << 31)
+        policy = {
+            "budget_s": pol.budget_s,
+            "min_reps": pol.min_reps,
+            "max_reps": pol.max_reps,
+            "target_spread": pol.target_spread,
+            "warmup_s": pol.warmup_s,
+            "warmup_min": pol.warmup_min,
+        }
         t0 = time.monotonic()
-        task, null_args = self.ref, self._draw_timed(device, True)[0]
-        over = calls.overhead(lambda: task.call("null", null_args, o.run_timeout)[0])
-        null_args = None
-
-        def one(warm: bool) -> tuple[float, dict[str, Any]]:
-            if warm:
-                return self._candidate_call(self._draw_timed(device, False), device, None, o.run_timeout)
-            args, ref = self._draw_timed(device, True)
-            return self._candidate_call(args, device, ref, o.run_timeout)
-
-        try:
-            cand = calls.loop(one, pol, over)
-        except TimedError as e:
-            return f"timing failed: {e}"
-        except TimedMismatch as e:
-            self.v.flag("timed_output_mismatch")
-            self.v.r["flag_details"].append(str(e)[:300])
-            self._close_runner()
-            return None
+        msg = {
+            "cmd": "time",
+            "input_sets": enc,
+            "policy": policy,
+            "scales": scales,
+            "fingerprint_seed": fp_seed,
+            "arenas": arenas,
+        }
+        reply = self._request(msg, o.run_timeout + 10 * pol.budget_s)
         wall = time.monotonic() - t0
-        self._request({"cmd": "audit"}, o.run_timeout)  # the harness's integrity, after the calls
+        wire.clear(self.xfer)
         self.mark("timed")
-        self.mark("timed_checked")
-        if cand.get("own_over_window"):  # the runner claims more time than its calls took
+        said = reply.get("timing")
+        if isinstance(said, dict):  # where the runner says its time went (informative)
+            keys = ("decode_s", "warmup_s", "loop_s", "measure_s")
+            self.v.r["phases"]["runner_timing"] = {k: said.get(k) for k in keys}
+        if "error" in reply:
+            return f"timing failed: {reply['error']}{_tb(reply)}"
+        cand = reply.get("timing") or {}
+        med, trials = cand.get("median_ms"), cand.get("trials")
+        if not isinstance(med, (int, float)) or not isinstance(trials, int) or med <= 0 or trials <= 0:
             self.v.flag("timing_forged")
-        own, host, tail = cand.get("own_median_ms"), cand.get("host_median_ms"), cand.get("tail_median_ms")
-        if device.type == "cuda" and isinstance(own, (int, float)) and isinstance(host, (int, float)):
-            if host > 1.5 * own + 0.05:
-                self.v.flag("escaped_timer")
-            # the device still busy after the timed stream's closing event: work on another
-            # stream (an honest call leaves only a synchronisation's few microseconds)
-            elif isinstance(tail, (int, float)) and tail > 0.05 + 0.1 * own:
-                self.v.flag("escaped_timer")
+            return None
+        if med * trials / 1000.0 > wall * 1.05 + 0.01:
+            self.v.flag("timing_forged")
+        if not self._verify_timed_outputs(device, n_sets, scales, fp_seed, cand.get("reps"), trials, rng):
+            self.v.flag("timed_output_mismatch")
+        self.mark("timed_checked")
+        host, tail = cand.get("host_median_ms"), cand.get("tail_median_ms")
+        if device.type == "cuda" and isinstance(host, (int, float)) and host > 1.5 * med + 0.05:
+            self.v.flag("escaped_timer")
+        # the device still busy after the timed stream's closing event: work on another stream
+        # (an honest call leaves only a synchronisation's few microseconds)
+        elif device.type == "cuda" and isinstance(tail, (int, float)) and tail > 0.05 + 0.1 * med:
+            self.v.flag("escaped_timer")
         # no process of the candidate's is left while the baselines are timed
         self._close_runner()
 
@@ -517,18 +504,10 @@ class Evaluation:
             base = None
         cached = base is not None
         if base is None:
-            base = baseline.measure(
-                self.ref,
-                lambda fwd: self._draw_timed(device, fwd)[0] if fwd else self._draw_timed(device, False),
-                pol,
-                o.with_compile,
-                o.run_timeout,
-                o.init_timeout,
-            )
+            base = self.ref.baselines(slots, policy, o.with_compile, scales, o.init_timeout)
             if o.use_baseline_cache:
                 baseline.store(path, base)
         self.mark("baselines")
-        med = cand["median_ms"]
         eager = base["eager"]["median_ms"]
         comp = base["compile"]["median_ms"] if base.get("compile") else None
         self.v.r["timing"] = {
@@ -540,19 +519,58 @@ class Evaluation:
             "method": cand.get("method"),
             "device": env.get("gpu") if device.type == "cuda" else env.get("cpu"),
             "wall_seconds": round(wall, 3),
-            "verified_reps": self._verified,
+            "scale_range": [lo, hi],
+            "verified_reps": self.v.r.get("verified_reps"),
         }
+        self.v.r.pop("verified_reps", None)
         self.v.r["speedup_vs_eager"] = eager / med
         self.v.r["speedup_vs_compile"] = comp / med if comp else None
         return None
 
-
-class TimedError(Exception):
-    """A timed call of the candidate failed (its error)."""
-
-
-class TimedMismatch(Exception):
-    """A timed call's outputs were unreadable or differ from the reference's."""
+    def _verify_timed_outputs(
+        self,
+        device: torch.device,
+        n: int,
+        scales: list[float],
+        fp_seed: int,
+        reps: Any,
+        trials: int,
+        rng: random.Random,
+    ) -> bool:
+        """Checks the fingerprints of timed calls of the judge's choosing, chosen after timing
+        (so the candidate cannot know which calls count), against the reference's on the same
+        scaled inputs (computed by the task's process from its slots ``time:I``)."""
+        assert self.ref is not None
+        if not isinstance(reps, list) or len(reps) != trials:
+            return False
+        chosen = sorted(set(rng.sample(range(trials), min(VERIFIED_REPS, trials))) | {trials - 1})
+        for r in chosen:
+            entry = reps[r]
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2
+                and entry[0] == r % n
+                and isinstance(entry[1], list)
+            ):
+                return False
+        summaries = self.ref.fingerprints([(f"time:{r % n}", scales[r]) for r in chosen], fp_seed)
+        for r, want in zip(chosen, summaries):
+            got = reps[r][1]
+            if len(got) != len(want):
+                return False
+            # a slack found in the checks (compare.conditioned) grows with the inputs' scale
+            slack = [s * max(1.0, scales[r]) ** 2 for s in self._slack]
+            for i, (g, w) in enumerate(zip(got, want)):
+                if w is None or g is None:
+                    if g is not w:
+                        return False
+                    continue
+                atol, rtol = compare.tolerance_for(_dtype(w["dtype"]), self.tolerance, self.opts.strict)
+                bound = timing.fingerprint_bound(w, atol, rtol, slack[i] if i < len(slack) else 0.0)
+                if not isinstance(g, (int, float)) or not abs(g - w["fp"]) <= bound:
+                    return False
+        self.v.r["verified_reps"] = len(chosen)
+        return True
 
 
 def _dtype(name: str) -> torch.dtype:

@@ -165,8 +165,12 @@ def _build_and_start(launch: Launch) -> None:
         launch.status = "compile_error"
         launch.message = f"{os.path.basename(cand.model_file)} does not parse: {e}"
         return
+    sources, binaries = cand.python_files()
+    if binaries:  # not a scan: code no scan or build of ours has seen
+        launch.flags.append("dynamic_loading")
+        launch.details.append(f"a prebuilt module in the candidate: {os.path.basename(binaries[0])}")
     if o.static_scan:
-        scan = scan_candidate_sources([cand.model_file], cand.format)
+        scan = scan_candidate_sources(sources, cand.format)
         launch.flags += scan["flags"]
         launch.details += scan["details"]
     progress(o, "building")

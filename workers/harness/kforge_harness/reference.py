@@ -1,6 +1,6 @@
 """The judge's handle on the task's process (kforge_harness.refrunner): the task is user code,
 so the judge never imports it; it asks this process for the reference model's state, each
-trial's inputs, the reference outputs, the eager and torch.compile calls the judge times, and the graph.
+trial's inputs, the reference outputs, the baselines and the graph.
 
 ``Reference.start`` is free of PyTorch (the launch stage calls it before the judge imports
 PyTorch, so the task's process starts beside the candidate's runner); ``attach`` then makes the
@@ -22,6 +22,7 @@ import hashlib
 import os
 import shutil
 import socket
+import time
 from typing import Any, Callable
 
 from kforge_harness import framing, poolclient
@@ -261,29 +262,62 @@ class Reference:
         return out
 
     @_marks_unfit
-    def call(self, subject: str, args: list[Any], timeout: float) -> tuple[float, dict[str, Any]]:
-        """One timed call of ``subject`` (``eager``, ``compile`` or ``null``: RefRunner.call) on
-        ``args``: its window in ms (kforge_harness.calls.Window: from before the inputs are
-        written until the reply is in; the cache flushed before) and the process's own figures.
-        Its outputs are dropped."""
-        from kforge_harness import calls
+    def fingerprints(self, items: list[tuple[str, float]], seed: int) -> list[list[dict[str, Any] | None]]:
+        """For each (slot, scale): timing.Fingerprint(seed).summary of the reference's outputs
+        on the slot's inputs scaled by ``scale``, checked for shape."""
+        reply = self.request({"cmd": "fingerprints", "items": [list(i) for i in items], "seed": seed})
+        got = reply.get("summaries")
+        if not isinstance(got, list) or len(got) != len(items) or not all(_summary_ok(x) for x in got):
+            raise TaskFailed("the task's process sent malformed fingerprints")
+        return got
 
-        counter: list[int] = [0]
-        arenas: list[dict[str, int]] = []
-        self._request({"cmd": "flush"}, timeout)
-        with calls.Window() as w:
-            enc = self.transport.encode("in_", args, counter, arenas)
-            reply = self._request(
-                {"cmd": "call", "subject": subject, "inputs": enc, "arenas": arenas}, timeout
+    @_marks_unfit
+    def scale_range(self, slot: str, ranges: list[tuple[float, float]]) -> tuple[float, float]:
+        reply = self.request({"cmd": "scale_range", "slot": slot, "ranges": [list(r) for r in ranges]})
+        got = reply.get("range")
+        if not (isinstance(got, list) and len(got) == 2 and tuple(float(x) for x in got) in ranges):
+            raise TaskFailed("the task's process sent a malformed scale range")
+        return float(got[0]), float(got[1])
+
+    @_marks_unfit
+    def baselines(
+        self,
+        slots: list[str],
+        policy: dict[str, Any],
+        with_compile: bool,
+        scales: list[float] | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """Eager and torch.compile times measured in the task's process on its slots ``slots``
+        (baseline.measure_baselines). What it reports is checked against the judge's wall
+        clock: the task cannot claim more timed calls than the time it took allows."""
+        t0 = time.monotonic()
+        reply = self.request(
+            {
+                "cmd": "baselines",
+                "slots": slots,
+                "policy": policy,
+                "with_compile": with_compile,
+                "scales": scales,
+            },
+            timeout,
+        )
+        wall = time.monotonic() - t0
+        data = reply.get("baseline")
+        if not isinstance(data, dict) or not _timing_ok(data.get("eager")):
+            raise TaskFailed("the task's process sent malformed baselines")
+        if data.get("compile") is not None and not _timing_ok(data["compile"]):
+            raise TaskFailed("the task's process sent malformed baselines")
+        claimed = sum(
+            t["median_ms"] * t["trials"] / 1000.0
+            for t in (data["eager"], data.get("compile"))
+            if t is not None
+        )
+        if claimed > wall * 1.05 + 0.01:
+            raise TaskFailed(
+                f"the task's baseline times ({claimed:.3f} s) exceed the wall clock ({wall:.3f} s)"
             )
-        try:
-            self.transport.discard(reply)
-        except framing.ChannelError as e:
-            raise TaskFailed(f"the task's process sent a malformed value: {e}") from e
-        finally:
-            framing.clear(self.xfer)
-        own = reply.get("own")
-        return w.ms, own if isinstance(own, dict) else {}
+        return data
 
     @_marks_unfit
     def eager(self, slot: str, policy: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -356,6 +390,23 @@ def inspect(task_path: str, opts: Any) -> dict[str, Any]:
         return ref.inspect()
     finally:
         ref.close()
+
+
+def _summary_ok(entries: Any) -> bool:
+    """A Fingerprint.summary as the task's process should send it (a non-finite number fails
+    the check it enters, as it would have had the judge computed it)."""
+    if not isinstance(entries, list) or len(entries) > 4096:
+        return False
+    for e in entries:
+        if e is None:
+            continue
+        if not isinstance(e, dict) or not isinstance(e.get("dtype"), str):
+            return False
+        for k in ("fp", "w_sum", "w_abs"):
+            v = e.get(k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                return False
+    return True
 
 
 def _timing_ok(t: Any) -> bool:

@@ -8,7 +8,7 @@ profile when the judge has a jail, in a transfer directory of its own: it shares
 the candidate's runner, which it never sees.
 
 It makes what only the task can make (the reference model, each trial's inputs from the seed
-the judge sends, the reference outputs, the eager and torch.compile calls that the judge times, the graph for
+the judge sends, the reference outputs, the eager and torch.compile times, the graph for
 policies) and sends it back over the same channel as the candidate's runner (length-prefixed
 JSON, tensors as files or device arenas). The judge checks sizes and shapes before it uses
 anything, and compares on its own copies. A task that lies here lies only about itself.
@@ -24,7 +24,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any
 
 from kforge_harness import cudainit  # noqa: E402 - before PyTorch, to overlap its import
 
@@ -39,7 +39,7 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import calls, inputs, timing, wire  # noqa: E402
+from kforge_harness import baseline, inputs, timing, wire  # noqa: E402
 from kforge_harness.task import Task, TaskError, load_task  # noqa: E402
 from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
@@ -79,9 +79,6 @@ class RefRunner:
         self.model64: torch.nn.Module | None = None
         self.device = torch.device("cpu")
         self.slots: dict[str, list[Any]] = {}
-        self.compiled: Any = None  # torch.compile of the model (the compile subject)
-        self.null_like: Any = None  # empties shaped as the last reference outputs (null calls)
-        self.subject: calls.Subject | None = None  # the timed calls' side (made on the first)
 
     def _task(self) -> Task:
         if self.task is None:
@@ -145,7 +142,6 @@ class RefRunner:
         if msg.get("forward"):
             out = reference_outputs(self._model(), args)
             reply["outputs"] = self.transport.encode("ref_", out, counter, reply["arenas"])
-            self.null_like = _empty_like(out)
         return reply
 
     def forward(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -164,36 +160,40 @@ class RefRunner:
         enc, arenas = self._encode("ref_", out)
         return {"outputs": enc, "arenas": arenas}
 
-    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """One timed call (kforge_harness.calls) of ``subject``: ``eager`` (the model under
-        no_grad), ``compile`` (torch.compile of it, compiled on its first call) or ``null``
-        (nothing runs; its outputs are empty tensors shaped as the reference's last outputs, so
-        that the channel carries what it carries for a real call: the judge's measure of the
-        channel's own cost)."""
-        subject = msg.get("subject")
+    def fingerprints(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """For each ``[slot, scale]`` of ``items``: the reference's outputs on the slot's
+        inputs with their floating values times ``scale`` (as a timed call saw them), summed up
+        by ``Fingerprint(seed).summary``: the numbers the judge checks a timed call's
+        fingerprint against."""
+        fp = timing.Fingerprint(int(msg["seed"]))
         model = self._model()
-        fn: Callable[..., Any]
-        if subject == "compile":
-            if self.compiled is None:
-                self.compiled = torch.compile(model)
-            fn = self.compiled
-        elif subject == "null":
-            like = self.null_like
-            fn = lambda *a: like  # noqa: E731
-        elif subject == "eager":
-            fn = model
-        else:
-            raise ValueError(f"unknown subject {subject!r}")
-        reply, _, _ = self._subject().serve(msg, fn, wrap=torch.no_grad)
-        return reply
+        out = []
+        for slot, scale in msg["items"]:
+            args = timing.scaled_inputs(self._slot({"slot": slot}), float(scale))
+            out.append(fp.summary(reference_outputs(model, args)))
+        return {"summaries": out}
 
-    def _subject(self) -> calls.Subject:
-        if self.subject is None or self.subject.transport is not self.transport:
-            self.subject = calls.Subject(self.transport, self.device, time.perf_counter_ns)
-        return self.subject
+    def scale_range(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The first of ``ranges`` at whose two ends the reference stays finite on slot ``slot``
+        (the last when none does)."""
+        args, model = self._slot(msg), self._model()
+        ranges = [(float(lo), float(hi)) for lo, hi in msg["ranges"]]
+        for lo, hi in ranges:
+            if all(
+                inputs.all_finite(reference_outputs(model, timing.scaled_inputs(args, s))) for s in (lo, hi)
+            ):
+                return {"range": [lo, hi]}
+        return {"range": list(ranges[-1])}
 
-    def flush(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return self._subject().flush_cache()
+    def baselines(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Eager and torch.compile times on the slots ``slots`` (kforge_harness.baseline)."""
+        sets = [self.slots[str(s)] for s in msg["slots"]]
+        policy = timing.Policy(**msg["policy"])
+        scales = [float(x) for x in msg["scales"]] if msg.get("scales") is not None else None
+        data = baseline.measure_baselines(
+            self._model(), sets, self.device, policy, bool(msg.get("with_compile")), scales=scales
+        )
+        return {"baseline": data}
 
     def eager(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Eager times on slot ``slot`` alone (check-task's window)."""
@@ -226,8 +226,7 @@ class RefRunner:
         """Drops everything of the evaluation that ends (its model, its inputs, its device
         channel) before the pool keeps this process for the next evaluation of the task."""
         self.slots.clear()
-        self.model = self.model64 = self.compiled = self.null_like = None
-        self.subject = None
+        self.model = self.model64 = None
         self.transport.release()
         if self.transport.sock is not None:
             self.transport.sock.close()
@@ -236,14 +235,6 @@ class RefRunner:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         return {"ok": True}
-
-
-def _empty_like(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_like(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_empty_like(v) for v in value)
-    return value
 
 
 def main(argv: list[str]) -> int:
@@ -273,8 +264,9 @@ def main(argv: list[str]) -> int:
         "load": ref.load,
         "draw": ref.draw,
         "forward": ref.forward,
-        "call": ref.call,
-        "flush": ref.flush,
+        "fingerprints": ref.fingerprints,
+        "scale_range": ref.scale_range,
+        "baselines": ref.baselines,
         "eager": ref.eager,
         "inspect": ref.inspect,
         "drop": ref.drop,

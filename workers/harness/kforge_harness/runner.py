@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 # Capture the clocks before anything of the candidate's can run.
 _CLOCK = time.perf_counter_ns
@@ -33,7 +33,7 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import calls, elfsyms, nativeguard, wire  # noqa: E402
+from kforge_harness import elfsyms, nativeguard, noproc, timing, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
 from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
@@ -147,7 +147,7 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
-        self.subject: calls.Subject | None = None  # the timed calls' side (made on the first)
+        self._ops: set[str] | None = None  # the ATen operators' names (elfsyms), read on first use
         # the C++ guard, or None (then the Python one guards, and guard_note says why)
         self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
         # shared objects mapped before the candidate's import (PyTorch's, Python's, the guard's):
@@ -244,11 +244,22 @@ class Runner:
             else:
                 flags.append("parameters_not_shared")
         self.model = model.to(self.device)
+        # from here on the runner makes no process (kforge_harness.noproc): one the candidate's
+        # import left running, or could start later, would compute where no guard looks
+        details = []
+        left = noproc.children()
+        if left:
+            flags.append("native_process")
+            details.append(
+                f"{len(left)} process(es) the candidate started were still running after its import"
+            )
+        why = noproc.forbid()
         return {
             "ok": True,
             "flags": flags,
+            "details": details,
             "guard": "native" if self.native else "python",
-            "guard_note": self.guard_note,
+            "guard_note": self.guard_note if why is None else f"{self.guard_note or ''} ({why})".strip(),
         }
 
     # -- one guarded call ----------------------------------------------------------------
@@ -263,6 +274,11 @@ class Runner:
             out = None
         return out, call.flags
 
+    def _operator_names(self) -> set[str]:
+        if getattr(self, "_ops", None) is None:
+            self._ops = elfsyms.operator_names() - guardmod.ALLOWED_OPS
+        return self._ops
+
     def _new_libraries(self) -> tuple[list[str], list[str]]:
         """(flags, details) for the shared objects loaded since the last look that import what
         reaches past the dispatcher (elfsyms.FORBIDDEN_IMPORTS): a C++ extension's calls that
@@ -275,7 +291,8 @@ class Runner:
             if os.path.realpath(path).startswith(self.trusted_roots):
                 continue
             details += [
-                f"{os.path.basename(path)} imports {what}" for what in elfsyms.forbidden_imports(path)
+                f"{os.path.basename(path)} imports {what}"
+                for what in elfsyms.forbidden_imports(path, self._operator_names())
             ]
         return (["torch_internals"] if details else []), details
 
@@ -384,31 +401,38 @@ class Runner:
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
         return answer_devprobe(self.transport, msg)
 
-    def _subject(self) -> calls.Subject:
-        if self.subject is None or self.subject.transport is not self.transport:
-            self.subject = calls.Subject(self.transport, self.device, _CLOCK)
-        return self.subject
-
-    def flush(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return self._subject().flush_cache()
-
-    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """One timed call (kforge_harness.calls): the inputs come in the message, the model runs
-        under the compute guard with autograd off (as the baselines run under no_grad), and the
-        outputs go back in the reply. Every timed call is the same message: which of them are
-        warm-up, and the fact that each is verified, are the judge's business after the reply.
-        A refused operator stops the timing (its ForbiddenOp reaches the reply as
+    def timed_call(self, flags: list[str]) -> tuple[Callable[..., Any], Callable[[], GuardedCall]]:
+        """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
+        around it, entered before the timer starts and left after it stops, so that a candidate
+        is timed as the baselines are (their calls carry no guard) while every call of it is
+        still guarded, and with autograd off, as the baselines. Each call's flags go to
+        ``flags``; a refused operator stops the timing (its ForbiddenOp reaches the reply as
         ``torch_compute``)."""
         assert self.model is not None
-        flags: list[str] = []
+        model = self.model
 
         def wrap() -> GuardedCall:
             return GuardedCall(self, flags, grad=False)
 
-        reply, args, out = self._subject().serve(msg, self.model, wrap=wrap, plain=_plain)
-        flags += self._check_outputs(args, [], out)
-        reply["flags"] = sorted(set(flags))
-        return reply
+        return model, wrap
+
+    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = _CLOCK()
+        sets = self.transport.decode_all(msg, list(msg["input_sets"]), device=self.device)
+        decoded = _CLOCK()
+        policy = timing.Policy(**msg.get("policy", {}))
+        scales = [float(x) for x in msg["scales"]]
+        flags: list[str] = []
+
+        fn, wrap = self.timed_call(flags)
+        fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
+        result = timing.measure(
+            fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK, wrap=wrap
+        )
+        # where the runner's time went (informative only: the judge checks nothing against it)
+        result["decode_s"] = round((decoded - t0) / 1e9, 3)
+        result["measure_s"] = round((_CLOCK() - decoded) / 1e9, 3)
+        return {"timing": result, "flags": sorted(set(flags))}
 
 
 def _flat(value: Any) -> list[Any]:
@@ -517,10 +541,8 @@ def main(argv: list[str]) -> int:
     handlers = {
         "init": runner.init,
         "run": runner.run,
-        "call": runner.call,
+        "time": runner.time,
         "devprobe": runner.devprobe,
-        "flush": runner.flush,
-        "audit": lambda m: {"ok": True},
         "ping": lambda m: {"pong": True},
     }
 
@@ -536,9 +558,7 @@ def main(argv: list[str]) -> int:
         except BaseException as e:  # noqa: BLE001 - report whatever the candidate raised
             tb = traceback.format_exc()
             reply = {"error": f"{type(e).__name__}: {e}", "traceback": tb[-4000:]}
-        # a timed call's window holds no audit (it costs milliseconds): the judge asks for one
-        # after the last ("audit"), and every other command has its own
-        if runner.integrity is not None and kind not in ("call", "flush"):
+        if runner.integrity is not None:
             changed = runner.integrity.changed()
             if changed:
                 reply.setdefault("flags", []).append("harness_tamper")
