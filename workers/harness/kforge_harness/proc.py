@@ -95,19 +95,11 @@ def end_orphans(keep: set[int]) -> list[int]:
     """Kills (SIGKILL) and reaps every child of this process whose pid is not in ``keep``, until
     none is left (a child may have made children of its own, which then come to this process);
     returns their pids. With ``become_subreaper`` these are whatever the runner left behind."""
-    me, ended = os.getpid(), []
+    from kforge_harness.noproc import children
+
+    ended: list[int] = []
     for _ in range(20):
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in keep:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 1 and fields[1] == str(me):
-                found.append(int(entry))
+        found = [pid for pid in children() if pid not in keep]
         if not found:
             break
         for pid in found:
