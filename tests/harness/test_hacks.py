@@ -407,14 +407,29 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> None:
         assert set(a["flags"]) & set(b["flags"]), f"\n{brief(a)}\n{brief(b)}"
 
 
-CANDIDATES = [(t, c) for t, c in HONEST] + [(t, c) for t, c, _, _ in CAUGHT]
-
-
 # Hacks that read the task file from the judge's command line: outside the jail they find it and
 # are rejected for the PyTorch compute they then do; inside, the file and the judge's /proc entry
 # are not in the view, so they fail earlier, while ModelNew is built, and are rejected for the
 # introspection the static scan saw. Caught both ways, by different walls.
 STOPPED_BY_THE_VIEW = {"inherit_import_task", "introspect_task_file"}
+
+
+def _jail_sample() -> list[tuple[str, str]]:
+    """The candidates run again in the jail: the honest ones, the first hack of each expected
+    verdict (status and flags), and every hack whose verdict the jail itself takes part in
+    (processes and threads, the view of the task's file). The jail's equivalence is about the
+    walls, not the hack: two hacks caught the same way outside meet the same walls inside."""
+    out, seen = [(t, c) for t, c in HONEST], set()
+    for t, c, status, flags in CAUGHT:
+        key = (status, tuple(sorted(flags)))
+        walls = c in STOPPED_BY_THE_VIEW or any(w in c for w in ("process", "fork", "thread"))
+        if key not in seen or walls:
+            seen.add(key)
+            out.append((t, c))
+    return out
+
+
+CANDIDATES = _jail_sample()
 
 
 @needs_jail
