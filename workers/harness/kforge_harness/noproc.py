@@ -3,7 +3,7 @@
 A candidate's import may start processes (KernelBench's ``load_inline`` runs the compiler). Once
 ``ModelNew`` is built the runner has no use for one, and a process of the candidate's could
 compute where no guard of the runner looks (PyTorch in a child, fed through shared memory). So the
-runner, before it answers ``init``, checks that it has no child left (``children``) and installs a
+runner, before it answers ``init``, checks that it has no child left (``proc.children``) and installs a
 seccomp filter (``forbid``) under which fork, vfork, clone without CLONE_THREAD, clone3 and exec
 fail: threads may still be made (PyTorch's and OpenMP's pools), processes not. A filter cannot be
 removed, only stacked; the jail's own stays beneath it. x86-64 only (elsewhere ``forbid`` says so
@@ -16,6 +16,10 @@ import ctypes
 import os
 import platform
 import struct
+
+from kforge_harness.proc import PR_SET_NO_NEW_PRIVS, children, prctl
+
+__all__ = ["children", "forbid"]
 
 _SECCOMP_SET_MODE_FILTER = 1
 _NR_SECCOMP = 317
@@ -82,25 +86,9 @@ def forbid() -> str | None:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     fprog = _Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # required without CAP_SYS_ADMIN
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: required without CAP_SYS_ADMIN
     tsync = 1  # SECCOMP_FILTER_FLAG_TSYNC
     if libc.syscall(_NR_SECCOMP, _SECCOMP_SET_MODE_FILTER, tsync, ctypes.byref(fprog)) != 0:
         return f"seccomp: {os.strerror(ctypes.get_errno())}"
     return None
-
-
-def children() -> list[int]:
-    """The pids of this process's children (from /proc: every process whose parent it is)."""
-    me, out = str(os.getpid()), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[1] == me:
-            out.append(int(entry))
-    return out

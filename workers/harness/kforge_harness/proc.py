@@ -57,7 +57,7 @@ class Drain(threading.Thread):
 PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -75,7 +75,7 @@ def drop_capabilities() -> None:
     for cap in range(64):
         if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break
-    prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def make_undumpable() -> None:
@@ -91,12 +91,26 @@ def become_subreaper() -> None:
     prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def children() -> list[int]:
+    """The pids of this process's children (from /proc: every process whose parent it is)."""
+    me, out = str(os.getpid()), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == me:
+            out.append(int(entry))
+    return out
+
+
 def end_orphans(keep: set[int]) -> list[int]:
     """Kills (SIGKILL) and reaps every child of this process whose pid is not in ``keep``, until
     none is left (a child may have made children of its own, which then come to this process);
     returns their pids. With ``become_subreaper`` these are whatever the runner left behind."""
-    from kforge_harness.noproc import children
-
     ended: list[int] = []
     for _ in range(20):
         found = [pid for pid in children() if pid not in keep]
