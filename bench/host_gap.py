@@ -108,37 +108,32 @@ class Recorder:
 
 
 def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Policy) -> dict:
-    """The runner's own timed call (Runner.timed_call: guarded, autograd off), in this
-    process: over one input set; over three with the judge's scales and fingerprints (what
-    Runner.time does); and that again after a checked call under the profiler (Runner.run)."""
+    """The runner's guarded call (GuardedCall around the call, autograd off, as Runner.wcall
+    makes it), in this process: over one input set; over three; and that again after a checked
+    call under the profiler (Runner.run); and with the Python guard."""
     r = runnermod.Runner.__new__(runnermod.Runner)
     r.in_forward, r.foreign, r.model, r.native = False, [], new, NATIVE
     r.kernels = [v for v in vars(new).values() if hasattr(v, "_functions")]
     r.args = types.SimpleNamespace(format="native")
 
-    def inline(*xs):  # the guard inside the timer, as Runner.time had it up to the 24th session
+    def inline(*xs):  # the guard inside the timer
         return r._forward(list(xs))[0]
 
     flags: list[str] = []
-    fn, wrap = r.timed_call(flags)
+
+    def wrap():
+        return runnermod.GuardedCall(r, flags, grad=False)
+
     sets = [inputs] + [
         [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()] for _ in range(2)
     ]
-    scales = [1.0 + 1e-3 * (i % 7) for i in range(policy.max_reps)]
-    fp = timing.Fingerprint(7)
     row = {"runner_inline": timing.measure(inline, [inputs], dev, policy)["median_ms"]}
-    row["runner"] = timing.measure(fn, [inputs], dev, policy, wrap=wrap)["median_ms"]
-    row["runner_judged"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
-        "median_ms"
-    ]
+    row["runner"] = timing.measure(new, [inputs], dev, policy, wrap=wrap)["median_ms"]
+    row["runner_sets"] = timing.measure(new, sets, dev, policy, wrap=wrap)["median_ms"]
     r._profiled_forward(inputs)
-    row["runner_profiled"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
-        "median_ms"
-    ]
+    row["runner_profiled"] = timing.measure(new, sets, dev, policy, wrap=wrap)["median_ms"]
     r.native = None
-    row["runner_python"] = timing.measure(fn, sets, dev, policy, scales=scales, fingerprint=fp, wrap=wrap)[
-        "median_ms"
-    ]
+    row["runner_python"] = timing.measure(new, sets, dev, policy, wrap=wrap)["median_ms"]
     assert not flags, flags
     return {k: round(v, 4) for k, v in row.items()}
 

@@ -162,8 +162,8 @@ CAUGHT = [
     ("relu2.py", "patch_perf_counter", "rejected", ["harness_tamper"]),
     ("relu2.py", "patch_allclose", "rejected", ["harness_tamper"]),
     ("relu2.py", "patch_event_elapsed", "rejected", ["harness_tamper"]),
-    ("relu2.py", "patch_timing_measure", "rejected", ["harness_access", "harness_tamper"]),
-    ("relu2.py", "patch_timing_hidden", "rejected", ["harness_tamper"]),
+    ("relu2.py", "patch_subject_call", "rejected", ["harness_access", "harness_tamper"]),
+    ("relu2.py", "patch_subject_hidden", "rejected", ["harness_tamper"]),
     ("relu2.py", "patch_compare_hidden", "incorrect", []),  # the judge compares in its own process
     # 13. reading the reference by introspection
     ("relu2.py", "introspect_gc", "rejected", ["introspection"]),
@@ -319,11 +319,11 @@ def test_numpy_compute_behind_a_noop_kernel(cache):
 @pytest.mark.parametrize("candidate", ["cache_version", "cache_sampled"])
 def test_cache_never_pays(cache, candidate):
     """Caches keyed on (id, _version) or on sampled values: every trial and every timed call sees
-    new values (timed calls get their inputs rescaled in place), so the cache never hits. The
+    new values (each timed call's inputs are drawn on their own), so the cache never hits. The
     candidate either fails or is timed doing the work: no speedup from replayed results."""
     v = evaluate(cache, "relu2.py", candidate)
     assert v["status"] != "ok" or v["speedup_vs_eager"] < 2.0, brief(v)
-    assert v["status"] != "ok" or "verified_reps" in (v["timing"] or {}), brief(v)
+    assert v["status"] != "ok" or (v["timing"] or {}).get("verified_calls", 0) >= 10, brief(v)
 
 
 def test_patch_statistics_median(cache):
@@ -347,9 +347,12 @@ def test_patch_json_strips_flags(cache):
     assert "kernel_not_launched" in v["flags"] or "harness_tamper" in v["flags"], brief(v)
 
 
-def test_frames_reveal_unchecked_timed_calls(cache):
-    v = evaluate(cache, "relu2.py", "introspect_frames_hidden")
-    assert v["status"] != "ok" and v["reward"] == -1, brief(v)
+def test_timed_calls_told_apart_are_checked_too(cache):
+    """A candidate that finds the timed call's frame on its stack and skips the work there: every
+    timed call's outputs are compared with the reference's, so the first one fails."""
+    v = evaluate(cache, "relu2.py", "timed_calls_told_apart_hidden")
+    assert v["status"] == "rejected" and "timed_output_mismatch" in v["flags"], brief(v)
+    assert v["reward"] == -1 and v["checks"] and all(c["pass"] for c in v["checks"]), brief(v)
 
 
 def test_forged_timing_reply(cache):

@@ -273,44 +273,6 @@ def test_the_guard_is_entered_before_the_timer_starts_and_left_after_it_stops():
     assert result["trials"] == 4 and result["median_ms"] == 0.001, result
 
 
-def test_the_runner_times_a_candidate_guarded_and_without_autograd_as_the_baselines():
-    """Runner.timed_call: each timed call runs under the compute guard with autograd off (the
-    baselines are timed under torch.no_grad), and both are undone after it; a refused operator
-    still stops the timing."""
-    import types
-
-    from kforge_harness import guard, nativeguard, timing
-    from kforge_harness import runner as runnermod
-
-    seen: list[tuple[bool, bool]] = []
-
-    class Probe(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            seen.append((torch.is_grad_enabled(), r.in_forward))
-            return torch.empty_like(x)
-
-    r = runnermod.Runner.__new__(runnermod.Runner)
-    r.in_forward, r.foreign, r.kernels, r.model = False, [], [], Probe()
-    r.native = nativeguard.load(nativeguard.library_path(), guard.ALLOWED_OPS)[0]
-    r.args = types.SimpleNamespace(format="kernelbench")
-    flags: list[str] = []
-    fn, wrap = r.timed_call(flags)
-    policy = timing.Policy(budget_s=10.0, min_reps=3, max_reps=3, warmup_s=0.0, warmup_min=1)
-    timing.measure(fn, [[torch.ones(4)]], torch.device("cpu"), policy, wrap=wrap)
-    assert seen == [(False, True)] * 4 and flags == [], (seen, flags)
-    assert torch.is_grad_enabled() and not r.in_forward
-
-    class Cheat(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(x)
-
-    r.model = Cheat()
-    fn, wrap = r.timed_call(flags)
-    with pytest.raises(guard.ForbiddenOp):
-        timing.measure(fn, [[torch.ones(4)]], torch.device("cpu"), policy, wrap=wrap)
-    assert flags == ["torch_compute"] and torch.is_grad_enabled() and not r.in_forward
-
-
 def test_a_baseline_timed_on_a_busy_machine_is_not_cached(tmp_path):
     """baseline.store caches a baseline only when its timings are quiet (spread at most
     MAX_CACHED_SPREAD); a noisy one, or one without a spread, is left out and measured again by

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
-
-import torch
 
 from kforge_harness import timing
 from kforge_harness.build import cache_dir
@@ -73,33 +70,3 @@ def store(path: str, data: dict[str, Any]) -> bool:
         json.dump(data, f)
     os.replace(tmp, path)
     return True
-
-
-def measure_baselines(
-    model: torch.nn.Module,
-    input_sets: list[list[Any]],
-    device: torch.device,
-    policy: timing.Policy,
-    with_compile: bool = True,
-    scales: list[float] | None = None,
-) -> dict[str, Any]:
-    """Times eager and torch.compile of ``model``. A compile failure is recorded, not raised."""
-    out: dict[str, Any] = {"measured_at": time.time()}
-    with torch.no_grad():
-        out["eager"] = timing.measure(model, input_sets, device, policy, scales=scales)
-        if not with_compile:
-            out["compile"] = None
-            out["compile_error"] = "not requested"
-            return out
-        try:
-            compiled = torch.compile(model)
-            t0 = time.monotonic()
-            compiled(*input_sets[0])
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            out["compile_seconds"] = round(time.monotonic() - t0, 3)
-            out["compile"] = timing.measure(compiled, input_sets, device, policy, scales=scales)
-        except Exception as e:  # noqa: BLE001 - inductor failures are a property of the task
-            out["compile"] = None
-            out["compile_error"] = f"{type(e).__name__}: {str(e)[:500]}"
-    return out

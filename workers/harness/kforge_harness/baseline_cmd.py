@@ -4,11 +4,10 @@ task's own process: kforge_harness.refrunner)."""
 from __future__ import annotations
 
 import hashlib
-import random
 import secrets
 from typing import Any
 
-from kforge_harness import baseline
+from kforge_harness import baseline, timing, windows
 from kforge_harness.envinfo import env_info
 from kforge_harness.judge import device_for
 from kforge_harness.launch import Options
@@ -20,7 +19,6 @@ def run_baseline(
     backend: str,
     use_cache: bool,
     budget_s: float,
-    n_sets: int = 3,
     with_compile: bool = True,
     opts: Options | None = None,
     ref: Reference | None = None,
@@ -45,13 +43,11 @@ def run_baseline(
         if ref is None:
             ref = open_task(task_path, o, secrets.randbits(62))
         ref.load(secrets.randbits(62), device)
-        slots = [f"t{i}" for i in range(n_sets)]
-        for s in slots:
-            ref.draw(s, "task", secrets.randbits(62), device, send=False)
-        rng = random.Random(secrets.randbits(62))
-        policy = {"budget_s": budget_s}
-        scales = [rng.uniform(0.5, 2.0) for _ in range(o.timing_policy.max_reps)]
-        data = ref.baselines(slots, policy, with_compile, scales, o.init_timeout)
+        policy = timing.Policy(budget_s=budget_s)
+        salt = secrets.randbits(62)
+        data = windows.baselines(
+            ref, device, policy, with_compile, lambda i: (salt + 7919 * (i + 3)) % (1 << 62), o.init_timeout
+        )
     except TaskFailed as e:
         return {"error": f"task: {e}", "env": env}
     finally:

@@ -8,7 +8,6 @@ in its runner (``proc.RunnerProcess``), the task in a process of its own
 from __future__ import annotations
 
 import itertools
-import random
 import secrets
 import shutil
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kforge_harness import REWARD_VERSION, baseline, compare, inputs, jailwrap, timing, wire
+from kforge_harness import REWARD_VERSION, baseline, compare, inputs, jailwrap, windows, wire
 from kforge_harness.envinfo import env_info
 from kforge_harness.launch import Launch, Options, prepare, progress
 from kforge_harness.proc import RunnerDied, end_orphans
@@ -26,8 +25,6 @@ from kforge_harness.transport import Transport, connect_devshare
 
 __all__ = ["Options", "evaluate", "evaluate_launched"]
 
-# Timed calls whose outputs are verified after timing, chosen at random, plus the last.
-VERIFIED_REPS = 8
 
 # Flags that make a verdict ``rejected`` (a hack or an irregular candidate). Others inform.
 REJECTING = {
@@ -115,13 +112,6 @@ def device_for(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
-# The timed calls' inputs are rescaled (so a candidate that keys a cache on its input buffers
-# returns stale outputs, which their fingerprints catch) by a factor drawn from the first of
-# these ranges that keeps the reference finite (RefRunner.scale_range); the narrowest still
-# moves the outputs of most tasks by ten times the float32 tolerance.
-SCALE_RANGES = ((0.5, 2.0), (0.9, 1.1), (0.99, 1.01), (0.999, 1.001))
-
-
 class Evaluation:
     """One evaluate run, after its first stage (kforge_harness.launch): owns the transfer
     directory, the runner and the GPU lock from there on; ``close()`` frees them."""
@@ -147,6 +137,9 @@ class Evaluation:
         if launch.runner is not None:
             self.v.r["runner_start"] = launch.runner_start  # "cold", or "pooled": started ahead
         self.secret = self.opts.seed if self.opts.seed is not None else secrets.randbits(62)
+        self.flush: windows.Flush | None = None  # the judge's cache flush (timing)
+        self.runner_path_ms = 0.0  # windows.path_overhead of the runner, before its candidate
+        self.layouts: Any = None  # windows.prepare's (template, inputs' and outputs' layouts)
 
     def close(self) -> None:
         self._close_runner()
@@ -190,10 +183,12 @@ class Evaluation:
         h = hashlib.sha256(f"{self.secret}:{label}".encode()).digest()
         return int.from_bytes(h[:8], "little") >> 2
 
-    def _request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _request(
+        self, msg: dict[str, Any], timeout: float | None = None, window: Any = None
+    ) -> dict[str, Any]:
         assert self.runner is not None
         try:
-            reply = self.runner.request(msg, timeout)
+            reply = self.runner.request(msg, timeout or self.opts.init_timeout, window)
         finally:
             self.transport.release()  # the runner copied what it was sent (or is gone)
         for f in reply.get("flags", []) or []:
@@ -263,6 +258,8 @@ class Evaluation:
         except wire.ChannelError as e:
             self.v.flag("channel_tamper")
             return self.v.finish("rejected", str(e))
+        except windows.Infra as e:
+            return self.v.finish("infra_error", str(e))
 
     def _connect_devshare(self, timeout: float) -> None:
         """Takes the runner's device-channel connection and proves it with a probe arena; on any
@@ -282,6 +279,14 @@ class Evaluation:
         t0 = time.monotonic()
         if self.dev_listener is not None:
             self._connect_devshare(o.init_timeout)
+        if o.phase == "full":
+            # the inputs' layout, then the runner's own path (its GPU turn, its messages), before
+            # anything of the candidate's is imported into it: what its timed calls' windows
+            # are reduced by
+            assert self.ref is not None
+            self.layouts = windows.prepare(self.ref, self._seed("prepare"), o.init_timeout)
+            self.flush = windows.Flush(device, self.layouts[1].size)
+            self.runner_path_ms = windows.path_overhead(self._request, self.flush, o.init_timeout)
         counter = [0]
         arenas: list[dict[str, int]] = []
         msg = {
@@ -428,72 +433,98 @@ class Evaluation:
 
     # -- timing -------------------------------------------------------------------------
     def _timing(self, device: torch.device) -> str | None:
-        """Times the candidate, then (with the candidate's runner gone) the baselines unless
-        cached; returns an error or None."""
+        """Times the candidate by the judge's windows (kforge_harness.windows: inputs drawn for
+        each call, every call's outputs verified), then, with the candidate's runner gone, the
+        baselines unless cached; returns an error or None."""
         o = self.opts
         assert self.ref is not None
         pol = o.timing_policy
-        counter = [0]
-        arenas: list[dict[str, int]] = []
-        first = self.ref.draw("time:0", "task", self._seed("time:0"), device)
-        # Inputs change on every timed call anyway (rescaled in place), so large inputs, which
-        # overflow every cache by themselves, need fewer sets: memory stays bounded.
-        n_sets = max(1, min(o.timing_sets, (2 << 30) // max(1, inputs.nbytes(first))))
-        enc = [self.transport.encode("t0_", first, counter, arenas)]
-        del first
-        for i in range(1, n_sets):
-            s = self.ref.draw(f"time:{i}", "task", self._seed(f"time:{i}"), device)
-            enc.append(self.transport.encode(f"t{i}_", s, counter, arenas))
-            del s
-        slots = [f"time:{i}" for i in range(n_sets)]
-        rng = random.Random(self._seed("scales"))
-        lo, hi = self.ref.scale_range("time:0", list(SCALE_RANGES))
-        scales = [rng.uniform(lo, hi) for _ in range(pol.max_reps)]
-        fp_seed = self._seed("fingerprint") % (1 << 31)
-        policy = {
-            "budget_s": pol.budget_s,
-            "min_reps": pol.min_reps,
-            "max_reps": pol.max_reps,
-            "target_spread": pol.target_spread,
-            "warmup_s": pol.warmup_s,
-            "warmup_min": pol.warmup_min,
-        }
         t0 = time.monotonic()
-        msg = {
-            "cmd": "time",
-            "input_sets": enc,
-            "policy": policy,
-            "scales": scales,
-            "fingerprint_seed": fp_seed,
-            "arenas": arenas,
-        }
-        reply = self._request(msg, o.run_timeout + 10 * pol.budget_s)
-        wall = time.monotonic() - t0
-        wire.clear(self.xfer)
-        self.mark("timed")
-        said = reply.get("timing")
-        if isinstance(said, dict):  # where the runner says its time went (informative)
-            keys = ("decode_s", "warmup_s", "loop_s", "measure_s")
-            self.v.r["phases"]["runner_timing"] = {k: said.get(k) for k in keys}
-        if "error" in reply:
-            return f"timing failed: {reply['error']}{_tb(reply)}"
-        cand = reply.get("timing") or {}
-        med, trials = cand.get("median_ms"), cand.get("trials")
-        if not isinstance(med, (int, float)) or not isinstance(trials, int) or med <= 0 or trials <= 0:
-            self.v.flag("timing_forged")
-            return None
-        if med * trials / 1000.0 > wall * 1.05 + 0.01:
-            self.v.flag("timing_forged")
-        if not self._verify_timed_outputs(device, n_sets, scales, fp_seed, cand.get("reps"), trials, rng):
+        assert self.layouts is not None
+        tpl, in_l, out_l = self.layouts
+        task = windows.Side("task", self.ref.request, self.ref.transport, in_l, out_l, tpl, device)
+        try:
+            cand = windows.Side("cand", self._request, self.transport, in_l, out_l, tpl, device)
+        except windows.CallFailed as e:
+            task.close()
+            return f"timing failed: {e}"
+        except BaseException:
+            task.close()
+            raise
+        try:
+            flush = self.flush
+            assert flush is not None
+            self.ref.request({"cmd": "wdraw", "seed": self._seed("null"), "ref": False})
+            # the copy of the outputs into their buffer costs every subject the same; the path
+            # to the subject is the runner's own (measured before its candidate was imported)
+            task_path = windows.path_overhead(self.ref.request, flush, o.init_timeout)
+            # the same path with the candidate in the runner: informative only (the candidate
+            # could lengthen it; what counts is the measure made before it was imported)
+            runner_after = windows.path_overhead(self._request, flush, o.init_timeout)
+            put = max(0.0, windows.null_overhead(self.ref, task, flush, o.init_timeout) - task_path)
+            ovh = self.runner_path_ms + put
+            k = [0]
+            unverified = [0]
+
+            def one() -> tuple[float, dict[str, Any]]:
+                assert self.ref is not None
+                drawn = self.ref.request({"cmd": "wdraw", "seed": self._seed(f"call:{k[0]}"), "ref": True})
+                k[0] += 1
+                flush(lambda: cand.inp.copy_from(task.inp, in_l.size))
+                w = windows.Window(cand.out.probe)
+                reply = self._request({"cmd": "wcall"}, o.run_timeout, window=w)
+                if "error" in reply:
+                    raise windows.CallFailed(str(reply["error"]) + _tb(reply))
+                if drawn.get("finite") is True:
+                    windows.check(
+                        cand.outputs(device), task.outputs(device), self.tolerance, o.strict, self._slack
+                    )
+                else:
+                    unverified[0] += 1
+                self._request({"cmd": "wdone"}, o.run_timeout)  # and the runner's integrity check
+                return w.ms, reply.get("own") or {}
+
+            cand_t = windows.loop(one, pol, ovh)
+        except windows.CallFailed as e:
+            return f"timing failed: {e}"
+        except windows.Mismatch as e:
             self.v.flag("timed_output_mismatch")
-        self.mark("timed_checked")
-        host, tail = cand.get("host_median_ms"), cand.get("tail_median_ms")
-        if device.type == "cuda" and isinstance(host, (int, float)) and host > 1.5 * med + 0.05:
+            self.v.r["flag_details"].append(f"a timed call's outputs: {str(e)[:300]}")
+            return None
+        finally:
+            # the judge's side of the buffers; the runner is closed next, and the task's
+            # process drops its mappings at its next phase or its release
+            cand.close()
+            task.close()
+        wall = time.monotonic() - t0
+        self.mark("timed")
+        self.v.r["phases"]["timing_loop"] = {k: cand_t.get(k) for k in ("warmup_s", "loop_s")}
+        cand_t["verified_calls"] = cand_t["trials"] + cand_t["warmup"] - unverified[0]
+        med = cand_t["median_ms"]
+        if cand_t["own_over_window"]:
+            self.v.flag("timing_forged")
+        own, host, tail = (
+            cand_t.get("own_median_ms"),
+            cand_t.get("host_median_ms"),
+            cand_t.get("tail_median_ms"),
+        )
+        if (
+            device.type == "cuda"
+            and isinstance(own, float)
+            and isinstance(host, float)
+            and host > 1.5 * own + 0.05
+        ):
             self.v.flag("escaped_timer")
         # the device still busy after the timed stream's closing event: work on another stream
         # (an honest call leaves only a synchronisation's few microseconds)
-        elif device.type == "cuda" and isinstance(tail, (int, float)) and tail > 0.05 + 0.1 * med:
+        elif (
+            device.type == "cuda"
+            and isinstance(own, float)
+            and isinstance(tail, float)
+            and tail > 0.05 + 0.1 * own
+        ):
             self.v.flag("escaped_timer")
+        self.mark("timed_checked")
         # no process of the candidate's is left while the baselines are timed
         self._close_runner()
 
@@ -504,73 +535,34 @@ class Evaluation:
             base = None
         cached = base is not None
         if base is None:
-            base = self.ref.baselines(slots, policy, o.with_compile, scales, o.init_timeout)
+            base = windows.baselines(
+                self.ref, device, pol, o.with_compile, lambda i: self._seed(f"base:{i}"), o.init_timeout
+            )
             if o.use_baseline_cache:
                 baseline.store(path, base)
         self.mark("baselines")
         eager = base["eager"]["median_ms"]
         comp = base["compile"]["median_ms"] if base.get("compile") else None
         self.v.r["timing"] = {
-            "candidate": _timing_view(cand),
+            "candidate": _timing_view(cand_t),
             "eager": _timing_view(base["eager"]),
             "compile": _timing_view(base["compile"]) if base.get("compile") else None,
             "compile_error": base.get("compile_error"),
             "baseline_cached": cached,
-            "method": cand.get("method"),
+            "method": cand_t.get("method"),
             "device": env.get("gpu") if device.type == "cuda" else env.get("cpu"),
             "wall_seconds": round(wall, 3),
-            "scale_range": [lo, hi],
-            "verified_reps": self.v.r.get("verified_reps"),
+            "verified_calls": cand_t["verified_calls"],
+            "overheads_ms": {
+                "runner_path": round(self.runner_path_ms, 4),
+                "runner_path_with_candidate": round(runner_after, 4),
+                "task_path": round(task_path, 4),
+                "output_copy": round(put, 4),
+            },
         }
-        self.v.r.pop("verified_reps", None)
         self.v.r["speedup_vs_eager"] = eager / med
         self.v.r["speedup_vs_compile"] = comp / med if comp else None
         return None
-
-    def _verify_timed_outputs(
-        self,
-        device: torch.device,
-        n: int,
-        scales: list[float],
-        fp_seed: int,
-        reps: Any,
-        trials: int,
-        rng: random.Random,
-    ) -> bool:
-        """Checks the fingerprints of timed calls of the judge's choosing, chosen after timing
-        (so the candidate cannot know which calls count), against the reference's on the same
-        scaled inputs (computed by the task's process from its slots ``time:I``)."""
-        assert self.ref is not None
-        if not isinstance(reps, list) or len(reps) != trials:
-            return False
-        chosen = sorted(set(rng.sample(range(trials), min(VERIFIED_REPS, trials))) | {trials - 1})
-        for r in chosen:
-            entry = reps[r]
-            if not (
-                isinstance(entry, list)
-                and len(entry) == 2
-                and entry[0] == r % n
-                and isinstance(entry[1], list)
-            ):
-                return False
-        summaries = self.ref.fingerprints([(f"time:{r % n}", scales[r]) for r in chosen], fp_seed)
-        for r, want in zip(chosen, summaries):
-            got = reps[r][1]
-            if len(got) != len(want):
-                return False
-            # a slack found in the checks (compare.conditioned) grows with the inputs' scale
-            slack = [s * max(1.0, scales[r]) ** 2 for s in self._slack]
-            for i, (g, w) in enumerate(zip(got, want)):
-                if w is None or g is None:
-                    if g is not w:
-                        return False
-                    continue
-                atol, rtol = compare.tolerance_for(_dtype(w["dtype"]), self.tolerance, self.opts.strict)
-                bound = timing.fingerprint_bound(w, atol, rtol, slack[i] if i < len(slack) else 0.0)
-                if not isinstance(g, (int, float)) or not abs(g - w["fp"]) <= bound:
-                    return False
-        self.v.r["verified_reps"] = len(chosen)
-        return True
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -590,6 +582,12 @@ def _timing_view(t: dict[str, Any]) -> dict[str, Any]:
         "trials",
         "host_median_ms",
         "tail_median_ms",
+        "own_median_ms",
+        "window_median_ms",
+        "overhead_ms",
+        "put_median_ms",
+        "handler_median_ms",
+        "switch_median_ms",
     )
     return {k: t.get(k) for k in keys}
 

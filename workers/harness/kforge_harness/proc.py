@@ -368,12 +368,18 @@ class RunnerProcess:
             raise framing.ChannelTampered("a reply out of sequence: the result channel was tampered with")
         return reply
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout: float, window: Any = None) -> dict[str, Any]:
         """Sends a command and waits for its reply, then makes one more round trip (a ping):
         a forged message written by the candidate shifts the real reply onto the ping, which
-        then fails. Raises framing.ChannelTimeout, framing.ChannelTampered or RunnerDied."""
+        then fails. With ``window`` (kforge_harness.windows.Window), its ``open()`` comes just
+        before the command is sent and its ``close()`` just after the reply is read (the ping
+        is outside). Raises framing.ChannelTimeout, framing.ChannelTampered or RunnerDied."""
         self.settle()
+        if window is not None:
+            window.open()
         reply = self._exchange(msg, timeout)
+        if window is not None:
+            window.close()
         self._ping()
         return reply
 

@@ -22,7 +22,6 @@ import hashlib
 import os
 import shutil
 import socket
-import time
 from typing import Any, Callable
 
 from kforge_harness import framing, poolclient
@@ -172,14 +171,16 @@ class Reference:
         return f"the task's process ended: {e}" + (f": {last[:300]}" if last else "")
 
     @_marks_unfit
-    def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    def request(
+        self, msg: dict[str, Any], timeout: float | None = None, window: Any = None
+    ) -> dict[str, Any]:
         """One command; its reply, or TaskFailed with the task's error (the process is then no
-        longer fit to be used again)."""
-        return self._request(msg, timeout)
+        longer fit to be used again). ``window``: see RunnerProcess.request."""
+        return self._request(msg, timeout, window)
 
-    def _request(self, msg: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    def _request(self, msg: dict[str, Any], timeout: float | None, window: Any = None) -> dict[str, Any]:
         try:
-            reply = self.proc.request(msg, timeout or self.timeout)
+            reply = self.proc.request(msg, timeout or self.timeout, window)
         except framing.ChannelTimeout as e:
             raise TaskFailed(f"the task did not answer in time ({msg.get('cmd')})") from e
         except RunnerDied as e:
@@ -262,64 +263,6 @@ class Reference:
         return out
 
     @_marks_unfit
-    def fingerprints(self, items: list[tuple[str, float]], seed: int) -> list[list[dict[str, Any] | None]]:
-        """For each (slot, scale): timing.Fingerprint(seed).summary of the reference's outputs
-        on the slot's inputs scaled by ``scale``, checked for shape."""
-        reply = self.request({"cmd": "fingerprints", "items": [list(i) for i in items], "seed": seed})
-        got = reply.get("summaries")
-        if not isinstance(got, list) or len(got) != len(items) or not all(_summary_ok(x) for x in got):
-            raise TaskFailed("the task's process sent malformed fingerprints")
-        return got
-
-    @_marks_unfit
-    def scale_range(self, slot: str, ranges: list[tuple[float, float]]) -> tuple[float, float]:
-        reply = self.request({"cmd": "scale_range", "slot": slot, "ranges": [list(r) for r in ranges]})
-        got = reply.get("range")
-        if not (isinstance(got, list) and len(got) == 2 and tuple(float(x) for x in got) in ranges):
-            raise TaskFailed("the task's process sent a malformed scale range")
-        return float(got[0]), float(got[1])
-
-    @_marks_unfit
-    def baselines(
-        self,
-        slots: list[str],
-        policy: dict[str, Any],
-        with_compile: bool,
-        scales: list[float] | None,
-        timeout: float,
-    ) -> dict[str, Any]:
-        """Eager and torch.compile times measured in the task's process on its slots ``slots``
-        (baseline.measure_baselines). What it reports is checked against the judge's wall
-        clock: the task cannot claim more timed calls than the time it took allows."""
-        t0 = time.monotonic()
-        reply = self.request(
-            {
-                "cmd": "baselines",
-                "slots": slots,
-                "policy": policy,
-                "with_compile": with_compile,
-                "scales": scales,
-            },
-            timeout,
-        )
-        wall = time.monotonic() - t0
-        data = reply.get("baseline")
-        if not isinstance(data, dict) or not _timing_ok(data.get("eager")):
-            raise TaskFailed("the task's process sent malformed baselines")
-        if data.get("compile") is not None and not _timing_ok(data["compile"]):
-            raise TaskFailed("the task's process sent malformed baselines")
-        claimed = sum(
-            t["median_ms"] * t["trials"] / 1000.0
-            for t in (data["eager"], data.get("compile"))
-            if t is not None
-        )
-        if claimed > wall * 1.05 + 0.01:
-            raise TaskFailed(
-                f"the task's baseline times ({claimed:.3f} s) exceed the wall clock ({wall:.3f} s)"
-            )
-        return data
-
-    @_marks_unfit
     def eager(self, slot: str, policy: dict[str, Any], timeout: float) -> dict[str, Any]:
         reply = self.request({"cmd": "eager", "slot": slot, "policy": policy}, timeout)
         t = reply.get("timing")
@@ -390,23 +333,6 @@ def inspect(task_path: str, opts: Any) -> dict[str, Any]:
         return ref.inspect()
     finally:
         ref.close()
-
-
-def _summary_ok(entries: Any) -> bool:
-    """A Fingerprint.summary as the task's process should send it (a non-finite number fails
-    the check it enters, as it would have had the judge computed it)."""
-    if not isinstance(entries, list) or len(entries) > 4096:
-        return False
-    for e in entries:
-        if e is None:
-            continue
-        if not isinstance(e, dict) or not isinstance(e.get("dtype"), str):
-            return False
-        for k in ("fp", "w_sum", "w_abs"):
-            v = e.get(k)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                return False
-    return True
 
 
 def _timing_ok(t: Any) -> bool:

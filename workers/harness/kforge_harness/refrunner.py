@@ -39,7 +39,8 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import baseline, inputs, timing, wire  # noqa: E402
+from kforge_harness import inputs, timing, wire  # noqa: E402
+from kforge_harness.refwindows import TaskPhase  # noqa: E402
 from kforge_harness.task import Task, TaskError, load_task  # noqa: E402
 from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
@@ -79,6 +80,7 @@ class RefRunner:
         self.model64: torch.nn.Module | None = None
         self.device = torch.device("cpu")
         self.slots: dict[str, list[Any]] = {}
+        self.timing = TaskPhase(self._task, self._model, lambda: self.device, lambda: self.transport)
 
     def _task(self) -> Task:
         if self.task is None:
@@ -160,41 +162,6 @@ class RefRunner:
         enc, arenas = self._encode("ref_", out)
         return {"outputs": enc, "arenas": arenas}
 
-    def fingerprints(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """For each ``[slot, scale]`` of ``items``: the reference's outputs on the slot's
-        inputs with their floating values times ``scale`` (as a timed call saw them), summed up
-        by ``Fingerprint(seed).summary``: the numbers the judge checks a timed call's
-        fingerprint against."""
-        fp = timing.Fingerprint(int(msg["seed"]))
-        model = self._model()
-        out = []
-        for slot, scale in msg["items"]:
-            args = timing.scaled_inputs(self._slot({"slot": slot}), float(scale))
-            out.append(fp.summary(reference_outputs(model, args)))
-        return {"summaries": out}
-
-    def scale_range(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The first of ``ranges`` at whose two ends the reference stays finite on slot ``slot``
-        (the last when none does)."""
-        args, model = self._slot(msg), self._model()
-        ranges = [(float(lo), float(hi)) for lo, hi in msg["ranges"]]
-        for lo, hi in ranges:
-            if all(
-                inputs.all_finite(reference_outputs(model, timing.scaled_inputs(args, s))) for s in (lo, hi)
-            ):
-                return {"range": [lo, hi]}
-        return {"range": list(ranges[-1])}
-
-    def baselines(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Eager and torch.compile times on the slots ``slots`` (kforge_harness.baseline)."""
-        sets = [self.slots[str(s)] for s in msg["slots"]]
-        policy = timing.Policy(**msg["policy"])
-        scales = [float(x) for x in msg["scales"]] if msg.get("scales") is not None else None
-        data = baseline.measure_baselines(
-            self._model(), sets, self.device, policy, bool(msg.get("with_compile")), scales=scales
-        )
-        return {"baseline": data}
-
     def eager(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Eager times on slot ``slot`` alone (check-task's window)."""
         policy = timing.Policy(**msg["policy"])
@@ -226,6 +193,7 @@ class RefRunner:
         """Drops everything of the evaluation that ends (its model, its inputs, its device
         channel) before the pool keeps this process for the next evaluation of the task."""
         self.slots.clear()
+        self.timing.end({})
         self.model = self.model64 = None
         self.transport.release()
         if self.transport.sock is not None:
@@ -264,9 +232,6 @@ def main(argv: list[str]) -> int:
         "load": ref.load,
         "draw": ref.draw,
         "forward": ref.forward,
-        "fingerprints": ref.fingerprints,
-        "scale_range": ref.scale_range,
-        "baselines": ref.baselines,
         "eager": ref.eager,
         "inspect": ref.inspect,
         "drop": ref.drop,
@@ -274,6 +239,7 @@ def main(argv: list[str]) -> int:
         "attach": ref.attach,
         "release": ref.release,
         "ping": lambda m: {"pong": True},
+        **ref.timing.handlers(),
     }
 
     def answer(msg: dict[str, Any]) -> dict[str, Any]:

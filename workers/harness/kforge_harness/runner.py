@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any
 
 # Capture the clocks before anything of the candidate's can run.
 _CLOCK = time.perf_counter_ns
@@ -33,7 +33,7 @@ _CUDA_INIT = (
 
 import torch  # noqa: E402
 
-from kforge_harness import elfsyms, nativeguard, noproc, timing, wire  # noqa: E402
+from kforge_harness import elfsyms, nativeguard, noproc, subject, wire  # noqa: E402
 from kforge_harness import guard as guardmod  # noqa: E402
 from kforge_harness.transport import Transport, answer_devprobe  # noqa: E402
 
@@ -147,6 +147,7 @@ class Runner:
         self.kernels: list[Any] = []
         self.integrity: guardmod.Integrity | None = None
         self.last_inputs: list[Any] | None = None
+        self.phase: subject.Phase | None = None  # the timing phase's buffers
         self._ops: set[str] | None = None  # the ATen operators' names (elfsyms), read on first use
         # the C++ guard, or None (then the Python one guards, and guard_note says why)
         self.native, self.guard_note = nativeguard.load(nativeguard.library_path(), guardmod.ALLOWED_OPS)
@@ -401,38 +402,36 @@ class Runner:
     def devprobe(self, msg: dict[str, Any]) -> dict[str, Any]:
         return answer_devprobe(self.transport, msg)
 
-    def timed_call(self, flags: list[str]) -> tuple[Callable[..., Any], Callable[[], GuardedCall]]:
-        """(fn, wrap) for timing.measure: fn is the model's call alone, and wrap() the guard
-        around it, entered before the timer starts and left after it stops, so that a candidate
-        is timed as the baselines are (their calls carry no guard) while every call of it is
-        still guarded, and with autograd off, as the baselines. Each call's flags go to
-        ``flags``; a refused operator stops the timing (its ForbiddenOp reaches the reply as
+    def wsetup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Maps the timing phase's buffers (kforge_harness.subject)."""
+        self.wend({})
+        self.phase = subject.Phase(msg, self.transport, self.device)
+        return {"ok": True}
+
+    def wcall(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One timed call (kforge_harness.windows) under the guard, with autograd off as the
+        baselines are timed. A refused operator ends it (its ForbiddenOp reaches the reply as
         ``torch_compute``)."""
+        if self.phase is None:
+            raise ValueError("no timing phase: wsetup first")
         assert self.model is not None
-        model = self.model
-
-        def wrap() -> GuardedCall:
-            return GuardedCall(self, flags, grad=False)
-
-        return model, wrap
-
-    def time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        t0 = _CLOCK()
-        sets = self.transport.decode_all(msg, list(msg["input_sets"]), device=self.device)
-        decoded = _CLOCK()
-        policy = timing.Policy(**msg.get("policy", {}))
-        scales = [float(x) for x in msg["scales"]]
         flags: list[str] = []
+        reply = subject.call(self.phase, self.model, _CLOCK, lambda: GuardedCall(self, flags, grad=False))
+        reply["flags"] = sorted(set(flags))
+        return reply
 
-        fn, wrap = self.timed_call(flags)
-        fp = timing.Fingerprint(int(msg["fingerprint_seed"]))
-        result = timing.measure(
-            fn, sets, self.device, policy, scales=scales, fingerprint=fp, clock=_CLOCK, wrap=wrap
-        )
-        # where the runner's time went (informative only: the judge checks nothing against it)
-        result["decode_s"] = round((decoded - t0) / 1e9, 3)
-        result["measure_s"] = round((_CLOCK() - decoded) / 1e9, 3)
-        return {"timing": result, "flags": sorted(set(flags))}
+    def wdone(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """After the window: frees the call's outputs (the integrity check follows, as for every
+        command)."""
+        if self.phase is not None:
+            self.phase.done()
+        return {"ok": True}
+
+    def wend(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.phase is not None:
+            self.phase.close()
+            self.phase = None
+        return {"ok": True}
 
 
 def _flat(value: Any) -> list[Any]:
@@ -541,7 +540,11 @@ def main(argv: list[str]) -> int:
     handlers = {
         "init": runner.init,
         "run": runner.run,
-        "time": runner.time,
+        "wsetup": runner.wsetup,
+        "wcall": runner.wcall,
+        "wdone": runner.wdone,
+        "wnull": lambda m: subject.null(runner.device),
+        "wend": runner.wend,
         "devprobe": runner.devprobe,
         "ping": lambda m: {"pong": True},
     }
@@ -558,7 +561,8 @@ def main(argv: list[str]) -> int:
         except BaseException as e:  # noqa: BLE001 - report whatever the candidate raised
             tb = traceback.format_exc()
             reply = {"error": f"{type(e).__name__}: {e}", "traceback": tb[-4000:]}
-        if runner.integrity is not None:
+        # (not inside a timed call's window: the wdone after it checks)
+        if runner.integrity is not None and kind not in ("wcall", "wnull"):
             changed = runner.integrity.changed()
             if changed:
                 reply.setdefault("flags", []).append("harness_tamper")

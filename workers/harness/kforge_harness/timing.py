@@ -1,4 +1,6 @@
-"""One timing routine, used for eager, torch.compile and the candidate alike.
+"""Timing in the calling process: check-task's eager window and the benches. (An evaluation's
+calls, the candidate's and the baselines', are timed by the judge's windows instead:
+kforge_harness.windows, which takes the cache flush and ``summarise`` from here.)
 
 Per timed call: flush the last-level cache, synchronise the device, then time the call with
 CUDA events (cuda) or the host clock (cpu), with a device-wide synchronisation after it. The
@@ -26,7 +28,8 @@ import torch
 
 from kforge_harness.policy import Policy  # noqa: F401 - timing.Policy, as the callers name it
 
-TIMING_VERSION = "t1"
+# the baselines' cache key: "t2" is the judge's windows (kforge_harness.windows)
+TIMING_VERSION = "t2"
 
 
 def cache_flush_bytes(device: torch.device) -> int:
@@ -75,107 +78,17 @@ def summarise(times_ms: list[float]) -> dict[str, float]:
     }
 
 
-def scaled_inputs(base: list[Any], scale: float, out: list[Any] | None = None) -> list[Any]:
-    """``base`` with every floating tensor multiplied by ``scale``, written into ``out``'s tensors
-    when given (same buffers, new values) or into new tensors."""
-    result = []
-    for i, b in enumerate(base):
-        if isinstance(b, torch.Tensor) and b.dtype.is_floating_point:
-            if out is not None:
-                torch.mul(b, scale, out=out[i])
-                result.append(out[i])
-            else:
-                result.append(b * scale)
-        else:
-            result.append(b)
-    return result
-
-
-class Fingerprint:
-    """A weighted sum of each output tensor with fixed random weights drawn from ``seed``.
-
-    Cheap (one pass over the output), and it depends on every element, so an output that is
-    wrong anywhere almost surely changes it. The judge computes the same on the reference.
-    """
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self._weights: dict[tuple[str, int, int], torch.Tensor] = {}
-
-    def weights(self, device: torch.device, numel: int, index: int) -> torch.Tensor:
-        key = (str(device), numel, index)
-        w = self._weights.get(key)
-        if w is None:
-            g = torch.Generator(device=device)
-            g.manual_seed(self.seed + index)
-            w = torch.rand(numel, generator=g, device=device, dtype=torch.float32) * 2 - 1
-            self._weights[key] = w
-        return w
-
-    def __call__(self, out: Any) -> list[float | None]:
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        values: list[float | None] = []
-        for i, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor) or type(o) is not torch.Tensor or not o.numel():
-                values.append(None)
-                continue
-            flat = o.detach().reshape(-1).to(torch.float32)
-            values.append(float(torch.dot(flat, self.weights(flat.device, flat.numel(), i))))
-        return values
-
-    def summary(self, ref: Any) -> list[dict[str, Any] | None]:
-        """What the judge needs of a reference output to check a fingerprint against it, per
-        output tensor (None where it is not one): ``fp``, its fingerprint; ``dtype``;
-        ``w_sum``, the sum of the weights' magnitudes; ``w_abs``, the weights' magnitudes
-        dotted with the output's (non-finite elements as 0). Computed where the reference
-        output is (the task's process), so only these numbers travel."""
-        refs = list(ref) if isinstance(ref, (list, tuple)) else [ref]
-        out: list[dict[str, Any] | None] = []
-        for i, r in enumerate(refs):
-            if not isinstance(r, torch.Tensor) or type(r) is not torch.Tensor or not r.numel():
-                out.append(None)
-                continue
-            flat = r.detach().reshape(-1).to(torch.float32)
-            w = self.weights(flat.device, flat.numel(), i)
-            out.append(
-                {
-                    "fp": float(torch.dot(flat, w)),
-                    "dtype": str(r.dtype).replace("torch.", ""),
-                    "w_sum": float(w.abs().sum()),
-                    "w_abs": float(torch.dot(w.abs(), flat.abs().nan_to_num(0.0, 0.0, 0.0))),
-                }
-            )
-        return out
-
-
-def fingerprint_bound(entry: dict[str, Any], atol: float, rtol: float, slack: float = 0.0) -> float:
-    """Bound on |fingerprint(out) - fingerprint(ref)| for an output within atol (widened by
-    ``slack``: compare.conditioned) and rtol of the reference whose ``Fingerprint.summary``
-    entry is ``entry``, plus float32 summation error."""
-    w_sum, w_abs = float(entry["w_sum"]), float(entry["w_abs"])
-    elementwise = (atol + slack) * w_sum + rtol * w_abs
-    summation = 1e-5 * w_abs + 1e-6
-    return elementwise + summation
-
-
 def measure(
     fn: Callable[..., Any],
     input_sets: list[list[Any]],
     device: torch.device,
     policy: Policy,
-    scales: list[float] | None = None,
-    fingerprint: Callable[[Any], list[float | None]] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     wrap: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
-    """Times ``fn`` over the input sets, rotating them. Returns summary statistics of the times.
-
-    With ``scales``, timed call ``rep`` sees set ``rep % n`` with its floating inputs multiplied
-    by ``scales[rep]`` (written into the same buffers, outside the timer), so no two calls see the
-    same values and a cache of results never hits. With ``fingerprint``, each call's output is
-    fingerprinted right after the timer stops, and ``reps`` lists ``[set, fingerprint]`` per rep:
-    the judge verifies reps of its choosing afterwards. Nothing of ``fn``'s outputs is retained.
-    With ``wrap``, every call runs inside ``with wrap():`` (the runner's compute guard), entered
+    """Times ``fn`` over the input sets, rotating them, in the calling process (check-task's
+    eager window and the benches; evaluate's timing is kforge_harness.windows). Returns summary
+    statistics of the times. Nothing of ``fn``'s outputs is retained. With ``wrap``, every call runs inside ``with wrap():`` (the runner's compute guard), entered
     before the timer starts and left after it stops: the timer sees the call alone.
     """
     around = wrap or contextlib.nullcontext
@@ -184,8 +97,8 @@ def measure(
     flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     n = len(input_sets)
-    work = [scaled_inputs(s, 1.0) for s in input_sets] if scales is not None else input_sets
-    max_reps = min(policy.max_reps, len(scales)) if scales is not None else policy.max_reps
+    work = input_sets
+    max_reps = policy.max_reps
 
     start_w = clock()
     w = 0
@@ -203,14 +116,11 @@ def measure(
     event_ms: list[float] = []
     host_ms: list[float] = []
     tail_ms: list[float] = []
-    reps: list[list[Any]] = []
     begin = clock()
     rep = 0
     while True:
         idx = rep % n
         inputs = work[idx]
-        if scales is not None:
-            inputs = scaled_inputs(input_sets[idx], scales[rep], work[idx])
         flush.zero_()
         sync()
         if cuda:
@@ -233,8 +143,6 @@ def measure(
                 out = fn(*inputs)
                 t1 = clock()
         host_ms.append((t1 - t0) / 1e6)
-        if fingerprint is not None:
-            reps.append([idx, fingerprint(out)])
         del out
         rep += 1
         elapsed = (clock() - begin) / 1e9
@@ -259,6 +167,4 @@ def measure(
     result["host_median_ms"] = statistics.median(host_ms)
     if tail_ms:
         result["tail_median_ms"] = statistics.median(tail_ms)
-    if fingerprint is not None:
-        result["reps"] = reps
     return result

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from kforge_harness.shared import tensors
 from kforge_harness.wire import (
     _DTYPES,
     ChannelError,
@@ -41,7 +42,7 @@ class Transport:
     def encode(self, prefix: str, value: Any, counter: list[int], arenas: list[dict[str, int]]) -> Any:
         """Encodes ``value``; a description of any arena it used is appended to ``arenas`` (put
         that list in the message as ``"arenas"``) and its descriptor is already sent."""
-        devs = [t for t in _tensors(value) if t.is_cuda] if self.sock is not None else []
+        devs = [t for t in tensors(value) if t.is_cuda] if self.sock is not None else []
         if not devs:
             return encode_value(self.xfer, prefix, value, counter)
         from kforge_harness import devshare
@@ -177,14 +178,6 @@ def connect_devshare(
     transport.sock = None
     conn.close()
     return f"files ({str(reply.get('error', 'device probe failed'))[:200]})"
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _encode_with(xfer_dir: str, prefix: str, value: Any, counter: list[int], where: dict[int, Any]) -> Any:
