@@ -5,6 +5,7 @@ only lengthen a call."""
 
 from __future__ import annotations
 
+import os
 import types
 
 import pytest
@@ -69,10 +70,20 @@ def test_a_malformed_template_is_refused(tpl):
         shared.rebuild(tpl, [torch.zeros(1)])
 
 
-def test_a_truncated_shared_file_is_an_error_not_a_crash(tmp_path):
+def test_a_shared_file_cut_short_or_replaced_is_an_error_not_a_crash_or_a_hang(tmp_path):
     phase, ib, ob, out_l = _phase(tmp_path, [torch.randn(64)], [torch.empty(64)])
-    with open(ob.path, "r+b") as f:
+    path = tmp_path / shared.FOLDER / "w_out"
+    with open(path, "r+b") as f:
         f.truncate(16)  # what a hostile subject could do to its output file
+    with pytest.raises(ChannelError, match="cut short"):
+        ob.view(out_l, torch.device("cpu"))
+    # replaced by a FIFO (a read would block) or a link: the judge reads the file it made
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(ChannelError, match="cut short"):
+        ob.view(out_l, torch.device("cpu"))
+    path.unlink()
+    path.symlink_to("/etc/passwd")
     with pytest.raises(ChannelError, match="cut short"):
         ob.view(out_l, torch.device("cpu"))
 

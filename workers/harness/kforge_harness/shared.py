@@ -4,7 +4,7 @@ A timed call's inputs and outputs do not travel in messages: each side maps the 
 at the start of the phase, and every call reuses it. The judge makes every buffer and hands it to
 the subject: on cuda a device arena (kforge_harness.devshare) through the subject's device
 channel; on the cpu a file in the subject's transfer directory (tmpfs without the jail), which
-the subject maps with ``torch.from_file(shared=True)``. The judge never maps a file that a
+the subject maps with ``torch.from_file(shared=True)`` (in its folder ``shared/``). The judge never maps a file that a
 subject can truncate: it reads and writes those with ``pread`` and ``pwrite`` (a truncated file
 is then a short read, an error, never a SIGBUS in the judge).
 
@@ -24,6 +24,9 @@ from kforge_harness import devshare
 from kforge_harness.wire import _DTYPES, ChannelError, dtype_name
 
 ALIGN = devshare.ALIGN
+# the buffers' files, in a folder of the transfer directory's (framing.clear empties its top level
+# between commands)
+FOLDER = "shared"
 
 
 def tensors(value: Any) -> list[torch.Tensor]:
@@ -123,10 +126,12 @@ def _nbytes(dtype: torch.dtype, shape: list[int]) -> int:
 
 class Buffer:
     """The judge's side of one shared buffer. ``kind`` is ``arena`` (device memory mapped here
-    too) or ``file`` (a path in the subject's transfer directory, read and written by offset)."""
+    too) or ``file`` (a file in the subject's transfer directory, read and written by offset
+    through the descriptor the judge made it with: never opened again by its path, which the
+    subject could have replaced with a link or a FIFO)."""
 
-    def __init__(self, kind: str, size: int, arena: Any = None, path: str = "") -> None:
-        self.kind, self.size, self.arena, self.path = kind, size, arena, path
+    def __init__(self, kind: str, size: int, arena: Any = None, fd: int = -1) -> None:
+        self.kind, self.size, self.arena, self.fd = kind, size, arena, fd
 
     @classmethod
     def make(
@@ -141,13 +146,15 @@ class Buffer:
             devshare.send_fd(transport.sock, transport.token, arena.size, arena.fd)
             arenas.append({"token": transport.token, "size": arena.size})
             return cls("arena", arena.size, arena=arena), {"arena": len(arenas) - 1, "size": arena.size}
-        path = os.path.join(transport.xfer, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        os.makedirs(os.path.join(transport.xfer, FOLDER), exist_ok=True)
+        path = os.path.join(transport.xfer, FOLDER, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.ftruncate(fd, size)
-        finally:
+        except BaseException:
             os.close(fd)
-        return cls("file", size, path=path), {"file": name, "size": size}
+            raise
+        return cls("file", size, fd=fd), {"file": name, "size": size}
 
     def view(self, layout: Layout, device: torch.device) -> list[torch.Tensor]:
         """The layout's tensors: views of an arena; copies read from a file (on ``device``)."""
@@ -155,18 +162,17 @@ class Buffer:
             mem = self.arena.bytes()
             return [devshare.view(mem, o, d, s) for o, d, s in layout.entries]
         out = []
-        with open(self.path, "rb") as f:
-            for o, d, s in layout.entries:
-                n = _nbytes(d, s)
-                data = os.pread(f.fileno(), n, o)
-                if len(data) != n:
-                    raise ChannelError("a shared file was cut short")
-                t = (
-                    torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                    if n
-                    else torch.empty(0, dtype=torch.uint8)
-                )
-                out.append(t.view(d).view(s).to(device))
+        for o, d, s in layout.entries:
+            n = _nbytes(d, s)
+            data = os.pread(self.fd, n, o)
+            if len(data) != n:
+                raise ChannelError("a shared file was cut short")
+            t = (
+                torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                if n
+                else torch.empty(0, dtype=torch.uint8)
+            )
+            out.append(t.view(d).view(s).to(device))
         return out
 
     def write(self, layout: Layout, values: list[torch.Tensor]) -> None:
@@ -175,10 +181,9 @@ class Buffer:
             for dst, src in zip(self.view(layout, torch.device("cuda")), values):
                 dst.copy_(src)
             return
-        with open(self.path, "r+b") as f:
-            for (o, _d, _s), v in zip(layout.entries, values):
-                data = v.detach().contiguous().cpu().view(-1).view(torch.uint8).numpy().tobytes()
-                os.pwrite(f.fileno(), data, o)
+        for (o, _d, _s), v in zip(layout.entries, values):
+            data = v.detach().contiguous().cpu().view(-1).view(torch.uint8).numpy().tobytes()
+            os.pwrite(self.fd, data, o)
 
     def copy_from(self, other: Buffer, nbytes: int) -> None:
         """The first ``nbytes`` of ``other`` into this buffer: a device copy between arenas,
@@ -189,15 +194,13 @@ class Buffer:
         if other.kind == "arena":
             data = other.arena.bytes()[:nbytes].cpu().numpy().tobytes()
         else:
-            with open(other.path, "rb") as f:
-                data = os.pread(f.fileno(), nbytes, 0)
+            data = os.pread(other.fd, nbytes, 0)
             if len(data) != nbytes:
                 raise ChannelError("a shared file was cut short")
         if self.kind == "arena":
             self.arena.bytes()[:nbytes].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
             return
-        with open(self.path, "r+b") as f:
-            os.pwrite(f.fileno(), data, 0)
+        os.pwrite(self.fd, data, 0)
 
     def probe(self) -> None:
         """Reads a byte of an arena in the judge's own CUDA context and waits for it. The GPU
@@ -211,6 +214,9 @@ class Buffer:
         if self.arena is not None:
             self.arena.close()
             self.arena = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class Mapped:
@@ -234,7 +240,7 @@ class Mapped:
         name = desc.get("file")
         if not isinstance(name, str) or "/" in name or name.startswith("."):
             raise ChannelError("bad buffer file")
-        path = os.path.join(transport.xfer, name)
+        path = os.path.join(transport.xfer, FOLDER, name)
         if os.path.getsize(path) < desc["size"]:
             raise ChannelError("buffer file shorter than said")
         return cls(torch.from_file(path, shared=True, size=desc["size"], dtype=torch.uint8))
