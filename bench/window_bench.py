@@ -11,7 +11,7 @@ For each task with a hand-written candidate (examples/candidates/TASK/BACKEND), 
 * the candidate's and eager's time (the judge's: window less overhead), their own (CUDA events
   or host clock around the call alone), the window's median and the null call's overhead;
 * ``judged``: the share of the wall time spent inside the candidate's timed windows (the
-  calls, warm-up included, times their median window).
+  timed calls times their median window).
 
 The rows go to ``--json`` as well.
 """

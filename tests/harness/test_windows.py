@@ -135,7 +135,7 @@ def test_a_subjects_own_figure_only_lengthens_a_call():
 def test_the_loop_warms_up_then_times_until_the_spread_is_small():
     calls = []
 
-    def one():
+    def one(warm):
         calls.append(1)
         return 2.0, {"ms": 1.0}
 

@@ -14,8 +14,9 @@ Every timed call, of the candidate, of eager or of torch.compile, goes the same 
    for it (``Buffer.probe``: the GPU runs one context at a time, so this waits for whatever the
    subject left running); the window closes.
 4. For the candidate, the judge compares the whole of its output buffer with the reference's,
-   element by element (compare.compare), at once: every timed call is verified, warm-up
-   included. A mismatch stops the timing and flags the verdict.
+   element by element (compare.compare), at once: every timed call is verified (the warm-up's
+   calls, which count for nothing, are not). A mismatch stops the timing and flags the
+   verdict.
 
 So the inputs of a call exist only from step 1 of that call, independent of every other call's
 (no transform of an earlier input to derive an output from); checked calls and timed calls are
@@ -84,7 +85,8 @@ class Flush:
     the copy of an input set's size (the candidate's: its inputs into its buffer, ``relay``;
     everyone else's: between scratch buffers of the judge's, ``traffic`` bytes), then a write
     of twice the last-level cache. The GPU's turn to come to the subject's context after that
-    costs about the same for every subject (on an H100 it grew with the copy before it)."""
+    costs about the same for every subject (on an H100 it grew with the copy before it; on the
+    cpu there is no such turn, and no copy is made)."""
 
     CHUNK = 256 << 20
 
@@ -184,13 +186,13 @@ def net_ms(window_ms: float, own: Any, overhead_ms: float) -> tuple[float, bool]
 
 
 def loop(
-    call: Callable[[], tuple[float, dict[str, Any]]],
+    call: Callable[[bool], tuple[float, dict[str, Any]]],
     policy: Policy,
     overhead_ms: float,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> dict[str, Any]:
-    """Calls ``call()`` (one window: it returns the window in ms and the subject's own figures)
-    for a warm-up of at least ``warmup_min`` calls and ``warmup_s``, then for the timed calls:
+    """Calls ``call(warm)`` (one window: it returns the window in ms and the subject's own
+    figures; ``warm`` for the warm-up's calls, which count for nothing) for a warm-up of at least ``warmup_min`` calls and ``warmup_s``, then for the timed calls:
     at least ``min_reps``, then until the budget ends or, every fifth call, the spread
     (interquartile range over median) is within ``target_spread``; at most ``max_reps``.
     Returns the summary of the calls' times (timing.summarise, of ``net_ms``), ``trials``,
@@ -199,7 +201,7 @@ def loop(
     start = clock()
     w = 0
     while w < policy.warmup_min or (clock() - start) < policy.warmup_s * 1e9:
-        call()
+        call(True)
         w += 1
         if w >= MAX_WARMUP:
             break
@@ -217,7 +219,7 @@ def loop(
     over = 0
     begin = clock()
     while True:
-        ms, figures = call()
+        ms, figures = call(False)
         windows.append(ms)
         for k, values in own.items():
             v = figures.get(k)
@@ -295,7 +297,7 @@ def time_task(
     each call on inputs drawn for it (``seed(k)``)."""
     k = [0]
 
-    def one() -> tuple[float, dict[str, Any]]:
+    def one(warm: bool) -> tuple[float, dict[str, Any]]:
         ref.request({"cmd": "wdraw", "seed": seed(k[0]), "ref": False}, timeout)
         k[0] += 1
         flush()
@@ -350,7 +352,7 @@ def baselines(
 
     def measure() -> dict[str, Any]:
         out: dict[str, Any] = {"measured_at": time.time()}
-        flush = Flush(device, in_l.size)
+        flush = Flush(device, in_l.size if device.type == "cuda" else 0)
         ref.request({"cmd": "wdraw", "seed": seed(-2), "ref": False}, timeout)
         ovh = null_overhead(ref, side, flush, timeout)
         out["eager"] = time_task(ref, side, "eager", policy, seed, flush, ovh, timeout)
