@@ -43,7 +43,7 @@ run: build
 	@$(PY) scripts/run_examples.py
 
 test: build fmt-check lint
-	$(PYTEST) -n 2 --dist loadfile --durations=40 -m "not gpu" tests
+	$(PYTEST) -n 2 --dist loadgroup --durations=40 -m "not gpu" tests
 
 test-gpu: build
 	$(PYTEST) -m gpu tests

@@ -26,7 +26,17 @@ def cuda_available() -> bool:
         return False
 
 
+# files whose tests share nothing beyond a test's own tmp_path: under `--dist loadgroup` (make
+# test) their tests are spread over the workers one by one; every other file's tests run together
+# on one worker (they share servers and stacks started once per file)
+SPREAD = {"tests/agent/test_expert_codegen.py"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.relative_to(ROOT).as_posix()
+        if path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(name=path))
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (make test-gpu on the GPU host)")

@@ -389,14 +389,51 @@ def test_the_plan_outlives_the_graph_it_came_from(tmp_path: Path, name: str) -> 
 
 
 def compile_all(backend: str, sources: dict[str, str], tmp_path: Path) -> None:
-    """Every source compiled, two at a time (nvcc takes many seconds for one file); sources that
-    differ only in their function's name (a transformer's layers repeat their kernels) once."""
+    """Every source compiled; sources that differ only in their function's name (a transformer's
+    layers repeat their kernels) once. On cuda the sources are compiled as two translation units
+    of many (nvcc's fixed cost per file, mostly the host side, is most of its time on one kernel),
+    each source in a namespace of its own with its function renamed and its macros undefined after
+    it; where a unit fails, its sources are compiled one by one, so the failure names its source
+    (and a unit that fails only for being joined is not the sources' fault)."""
     unique: dict[str, tuple[str, str]] = {}
     for n, src in sources.items():
         unique.setdefault(re.sub(r"\bkf_op\d+\b", "kf_op", src), (n, src))
+    items = list(unique.values())
+    if backend == "cuda" and len(items) > 2:
+        units = [items[i::2] for i in range(2)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            joined = [
+                pool.submit(joined_compiles, unit, tmp_path, f"unit{i}") for i, unit in enumerate(units)
+            ]
+            items = [it for unit, f in zip(units, joined) if not f.result() for it in unit]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for f in [pool.submit(compiles, backend, src, tmp_path, n) for n, src in unique.values()]:
+        for f in [pool.submit(compiles, backend, src, tmp_path, n) for n, src in items]:
             f.result()
+
+
+def joined_compiles(unit: list[tuple[str, str]], tmp_path: Path, name: str) -> bool:
+    """One .cu of the unit's sources (see compile_all); true where it compiled warning-free."""
+    includes: set[str] = set()
+    bodies = []
+    for i, (_, src) in enumerate(unit):
+        lines = src.splitlines()
+        includes.update(ln for ln in lines if ln.startswith("#include"))
+        body = re.sub(
+            r"\bkf_op(\d+)\b",
+            rf"kf_op\1_u{i}",
+            "\n".join(ln for ln in lines if not ln.startswith("#include")),
+        )
+        undef = "".join(f"#undef {m}\n" for m in dict.fromkeys(re.findall(r"^#define (\w+)", body, re.M)))
+        bodies.append(f"namespace kf_u{i} {{\n{body}\n}}  // namespace kf_u{i}\n{undef}")
+    f = tmp_path / f"{name}.cu"
+    f.write_text("\n".join(sorted(includes)) + "\n" + "\n".join(bodies))
+    p = subprocess.run(nvcc_command(f), capture_output=True, text=True, timeout=900)
+    return p.returncode == 0
+
+
+def nvcc_command(f: Path) -> list[str]:
+    cmd = [NVCC, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC,-Wall", "-Werror", "all-warnings"]
+    return cmd + ["-gencode=arch=compute_90,code=sm_90", str(f), "-o", str(f) + ".o"]
 
 
 def compiles(backend: str, src: str, tmp_path: Path, n: str) -> None:
@@ -404,8 +441,7 @@ def compiles(backend: str, src: str, tmp_path: Path, n: str) -> None:
     f = tmp_path / f"k{n}.{ext}"
     f.write_text(src)
     if backend == "cuda":
-        cmd = [NVCC, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC,-Wall", "-Werror", "all-warnings"]
-        cmd += ["-gencode=arch=compute_90,code=sm_90", str(f), "-o", str(f) + ".o"]
+        cmd = nvcc_command(f)
     else:
         cmd = [
             "g++",
