@@ -71,7 +71,17 @@ def inspect(task: Path, backend: str) -> dict[str, Any]:
     """The harness's inspect of a task at the backend's sizes (runs on the meta device)."""
     env = dict(os.environ, PYTHONPATH=str(rx.HARNESS))
     p = subprocess.run(
-        [sys.executable, "-m", "kforge_harness", "inspect", "--task", str(task), "--backend", backend],
+        [
+            sys.executable,
+            "-m",
+            "kforge_harness",
+            "inspect",
+            "--no-jail",
+            "--task",
+            str(task),
+            "--backend",
+            backend,
+        ],
         cwd=str(rx.HARNESS),
         env=env,
         capture_output=True,

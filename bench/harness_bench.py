@@ -105,6 +105,7 @@ def run_eval(task: Path, cand: Path, backend: str, extra: list[str]) -> tuple[fl
             "-m",
             "kforge_harness",
             "evaluate",
+            "--no-jail",
             "--task",
             str(task),
             "--candidate",
@@ -127,7 +128,17 @@ def eval_walls_pooled(backend: str, names: list[str], extra: list[str]) -> list[
     with tempfile.TemporaryDirectory() as d:
         sock = os.path.join(d, "pool.sock")
         env = dict(os.environ, PYTHONPATH=str(HARNESS))
-        argv = [sys.executable, "-m", "kforge_harness", "pool", "--sock", sock, "--backend", backend]
+        argv = [
+            sys.executable,
+            "-m",
+            "kforge_harness",
+            "pool",
+            "--sock",
+            sock,
+            "--backend",
+            backend,
+            "--no-jail",
+        ]
         pool = subprocess.Popen(argv, cwd=str(HARNESS), env=env, stdout=subprocess.PIPE, text=True)
         try:
             assert pool.stdout is not None

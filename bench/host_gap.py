@@ -60,7 +60,7 @@ def load_module(path: Path, name: str):
 def plan(task: Path, work: Path) -> Path:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workers" / "harness"))
     p = subprocess.run(
-        [sys.executable, "-m", "kforge_harness", "inspect", "--task", str(task), "--backend", BACKEND],
+        [sys.executable, "-m", "kforge_harness", "inspect", "--no-jail", "--task", str(task), "--backend", BACKEND],
         cwd=str(ROOT / "workers" / "harness"), env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     graph = work / "graph.json"
@@ -139,7 +139,7 @@ def runner_ways(new, task, inputs: list, dev: torch.device, policy: timing.Polic
 
 
 def judge_ways(dev: torch.device) -> list[tuple[str, list[str], dict[str, str]]]:
-    ways = [("judge", [], {}), ("judge_python", [], {nativeguard.ENV_PATH: ""})]
+    ways = [("judge", ["--no-jail"], {}), ("judge_python", ["--no-jail"], {nativeguard.ENV_PATH: ""})]
     if dev.type == "cuda" and JAIL.exists():
         ways.append(("judge_jail", ["--jail", str(JAIL), "--gpu", "0"], {}))
     return ways

@@ -98,8 +98,7 @@ def main() -> int:
         p.parent.name for p in (ROOT / "examples" / "candidates").glob(f"*/{a.backend}") if p.is_dir()
     )
     extra = ["--budget", a.budget, "--no-compile"]
-    if a.jail:
-        extra += ["--jail", a.jail, "--gpu", "0"]
+    extra += ["--jail", a.jail, "--gpu", "0"] if a.jail else ["--no-jail"]
     rows = []
     for task in tasks:
         for _ in range(a.runs):

@@ -211,6 +211,8 @@ static void judge_argv(struct kfw_episode *ep, const char *phase, bool reference
         snprintf(store[3], sizeof(store[3]), "%ld", w->cfg.disk_mib);
         argv[n++] = "--disk-mib";
         argv[n++] = store[3];
+    } else {
+        argv[n++] = "--no-jail"; /* a worker configured without one (logged at its start) */
     }
     if (w->gpu >= 0) {
         snprintf(store[2], sizeof(store[2]), "%s/gpu%ld.lock", w->cfg.var_dir, w->gpu);

@@ -320,6 +320,8 @@ static void build_argv(struct kfw *w, const struct kfw_job *job, const char *for
         snprintf(store[3], sizeof(store[3]), "%ld", w->cfg.disk_mib);
         argv[n++] = "--disk-mib";
         argv[n++] = store[3];
+    } else {
+        argv[n++] = "--no-jail"; /* a worker configured without one (logged at its start) */
     }
     if (w->gpu >= 0) {
         /* the workers of one GPU (kforge up --slots) build side by side, one at a time on it */

@@ -29,7 +29,7 @@ static void pool_child(struct kfw *w, const char *log_path) {
     snprintf(size, sizeof(size), "%ld", w->cfg.pool_runners);
     snprintf(gpu, sizeof(gpu), "%ld", w->gpu);
     snprintf(disk, sizeof(disk), "%ld", w->cfg.disk_mib);
-    const char *argv[16];
+    const char *argv[20]; /* 16 at most, and the NULL */
     int n = 0;
     argv[n++] = w->cfg.python;
     argv[n++] = "-m";
@@ -50,6 +50,8 @@ static void pool_child(struct kfw *w, const char *log_path) {
         }
         argv[n++] = "--disk-mib";
         argv[n++] = disk;
+    } else {
+        argv[n++] = "--no-jail"; /* a worker configured without one (logged at its start) */
     }
     argv[n] = NULL;
     if (chdir(w->cfg.harness_dir) == 0)

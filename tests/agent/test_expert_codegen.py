@@ -346,7 +346,7 @@ def graph_of(task: Path, tmp_path: Path, backend: str) -> Path:
     if key not in GRAPHS:
         env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND=backend)
         p = subprocess.run(
-            [sys.executable, "-m", "kforge_harness", "inspect", "--task", str(task), "--backend", backend],
+            [sys.executable, "-m", "kforge_harness", "inspect", "--no-jail", "--task", str(task), "--backend", backend],
             cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
@@ -677,7 +677,7 @@ def test_plans_fuse_what_they_can(tmp_path: Path) -> None:
 def judged(task: Path, cand: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu")
     p = subprocess.run(
-        [sys.executable, "-m", "kforge_harness", "evaluate", "--task", str(task), "--candidate", str(cand),
+        [sys.executable, "-m", "kforge_harness", "evaluate", "--no-jail", "--task", str(task), "--candidate", str(cand),
          "--backend", "cpu", "--phase", "verify"],
         cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip

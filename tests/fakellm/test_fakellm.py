@@ -310,7 +310,7 @@ def test_good_episode_passes_the_harness(tmp_path: Path, kforge_cache: Path) -> 
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workers" / "harness"), KFORGE_CACHE=str(kforge_cache))
     python = ROOT / ".venv" / "bin" / "python"
     p = subprocess.run(
-        [str(python if python.exists() else sys.executable), "-m", "kforge_harness", "evaluate"]
+        [str(python if python.exists() else sys.executable), "-m", "kforge_harness", "evaluate", "--no-jail"]
         + ["--task", str(ROOT / script["task"]), "--candidate", str(cand), "--backend", "cpu"]
         + ["--no-compile", "--budget", "0.2"],
         capture_output=True,

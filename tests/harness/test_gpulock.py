@@ -20,7 +20,7 @@ def test_evaluate_waits_for_the_gpu_lock_after_building(tmp_path, kforge_cache):
     held = GpuLock(lock_path)
     held.acquire()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workers" / "harness"), KFORGE_CACHE=str(kforge_cache))
-    cmd = [sys.executable, "-m", "kforge_harness", "evaluate", "--backend", "cpu"]
+    cmd = [sys.executable, "-m", "kforge_harness", "evaluate", "--no-jail", "--backend", "cpu"]
     cmd += ["--task", str(ROOT / "examples" / "tasks" / "gelu.py")]
     cmd += ["--candidate", str(ROOT / "examples" / "candidates" / "gelu" / "cpu")]
     cmd += ["--no-compile", "--budget", "0.2", "--progress", "--gpu-lock", lock_path]

@@ -36,7 +36,14 @@ def run_cli(
     env["PYTHONPATH"] = str(HARNESS)
     env["KFORGE_CACHE"] = str(cache)
     p = subprocess.run(
-        [sys.executable, "-m", "kforge_harness", *args],
+        [
+            sys.executable,
+            "-m",
+            "kforge_harness",
+            args[0],
+            *([] if "--jail" in args else ["--no-jail"]),
+            *args[1:],
+        ],
         cwd=str(HARNESS),
         env=env,
         capture_output=True,

@@ -31,7 +31,18 @@ class PoolProc:
         env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_CACHE=str(cache))
         self.sock = sock
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kforge_harness", "pool", "--sock", str(sock), "--backend", "cpu", *extra],
+            [
+                sys.executable,
+                "-m",
+                "kforge_harness",
+                "pool",
+                "--sock",
+                str(sock),
+                "--backend",
+                "cpu",
+                *extra,
+                *([] if "--jail" in extra else ["--no-jail"]),
+            ],  # fmt: skip
             cwd=str(HARNESS),
             env=env,
             stdout=subprocess.PIPE,
@@ -145,7 +156,8 @@ def test_the_pool_kills_the_runner_of_a_judge_that_dies(kforge_cache, pool):
     env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_CACHE=str(kforge_cache))
     judge = subprocess.Popen(
         [sys.executable, "-m", "kforge_harness", "evaluate", "--task", str(CASES / "task_small.py"),
-         "--candidate", str(CASES / "hangs"), "--pool", str(pool.sock), "--run-timeout", "300", *FAST],
+         "--candidate", str(CASES / "hangs"), "--pool", str(pool.sock), "--run-timeout", "300", *FAST,
+         "--no-jail"],
         cwd=str(HARNESS), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

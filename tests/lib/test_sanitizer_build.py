@@ -83,6 +83,7 @@ def test_the_planner_runs_clean_under_the_sanitizers(asan_build: Path, tmp_path:
                     "-m",
                     "kforge_harness",
                     "inspect",
+                    "--no-jail",
                     "--task",
                     str(task),
                     "--backend",

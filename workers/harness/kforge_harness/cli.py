@@ -60,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the static scan of model_new.py (tests use it to exercise the runtime checks alone)",
     )
-    ev.add_argument("--jail", help="kforge-jail binary: build in its build profile, run in its run profile")
-    ev.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the runner gets")
+    _jail_args(ev, "the build in its build profile, the runner and the task's process in its run profile")
+    ev.add_argument("--gpu", type=int, help="in the jail: the GPU whose device nodes the runner gets")
     ev.add_argument("--progress", action="store_true", help='{"progress": PHASE} lines on stderr')
     ev.add_argument(
         "--gpu-lock",
@@ -84,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     po = sub.add_parser("pool", help="keep warm runners for evaluations with these options")
     po.add_argument("--sock", required=True, help="the Unix socket to listen on")
     po.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
-    po.add_argument("--jail", help="kforge-jail binary: runners in its run profile")
-    po.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes runners get")
+    _jail_args(po, "runners in its run profile")
+    po.add_argument("--gpu", type=int, help="in the jail: the GPU whose device nodes runners get")
     po.add_argument("--mem-limit-mib", type=int)
     _disk_arg(po)
     po.add_argument("--size", type=int, default=1, help="runners kept in standby")
@@ -129,8 +129,8 @@ def _parser() -> argparse.ArgumentParser:
 def _task_process_args(p: argparse.ArgumentParser) -> None:
     """The options of the task's own process (kforge_harness.refrunner), for the commands
     that run a task without a candidate."""
-    p.add_argument("--jail", help="kforge-jail binary: the task runs in its run profile")
-    p.add_argument("--gpu", type=int, help="with --jail: the GPU whose device nodes the task's process gets")
+    _jail_args(p, "the task runs in its run profile")
+    p.add_argument("--gpu", type=int, help="in the jail: the GPU whose device nodes the task's process gets")
     p.add_argument("--mem-limit-mib", type=int, help="the task's process's memory limit")
     _disk_arg(p)
     p.add_argument(
@@ -140,12 +140,56 @@ def _task_process_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+class UsageError(Exception):
+    """A command line that cannot run as given (exit 2, the reason on stderr)."""
+
+
+def _jail_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--jail",
+        help=f"the kforge-jail binary ({what}); default $KFORGE_JAIL, else kforge-jail in $KFORGE_BUILD "
+        "or the repository's build/",
+    )
+    p.add_argument(
+        "--no-jail",
+        action="store_true",
+        help="development only: the candidate's and the task's code run as this user, outside the jail "
+        "(a verdict says so: env.jailed false)",
+    )
+
+
+def default_jail() -> str:
+    """Where kforge-jail is when --jail does not say: $KFORGE_JAIL, else $KFORGE_BUILD/kforge-jail,
+    else build/kforge-jail of the repository this harness is in."""
+    if os.environ.get("KFORGE_JAIL"):
+        return os.environ["KFORGE_JAIL"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    build = os.environ.get("KFORGE_BUILD") or os.path.join(here, "..", "..", "..", "build")
+    return os.path.join(build, "kforge-jail")
+
+
+def jail_of(args: argparse.Namespace) -> str | None:
+    """The jail binary to run user code in; None only with --no-jail. User code never runs
+    outside the jail unless the command line says so."""
+    if args.no_jail:
+        if args.jail:
+            raise UsageError("--jail and --no-jail: choose one")
+        return None
+    path = os.path.abspath(args.jail or default_jail())
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise UsageError(
+            f"no kforge-jail at {path}: build it (make build), pass --jail PATH, or --no-jail "
+            "(development only: the code runs outside the jail, and the verdict says so)"
+        )
+    return path
+
+
 def _disk_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--disk-mib",
         type=int,
         default=DISK_MIB,
-        help=f"with --jail: the most each jail's writable folder may hold (default {DISK_MIB})",
+        help=f"in the jail: the most each jail's writable folder may hold (default {DISK_MIB})",
     )
 
 
@@ -154,7 +198,7 @@ def _task_options(args: argparse.Namespace) -> Any:
 
     return Options(
         backend=args.backend,
-        jail=os.path.abspath(args.jail) if args.jail else None,
+        jail=jail_of(args),
         gpu=args.gpu,
         mem_limit_mib=args.mem_limit_mib,
         disk_mib=args.disk_mib,
@@ -179,7 +223,7 @@ def main(argv: list[str]) -> int:
                 run_timeout=args.run_timeout,
                 mem_limit_mib=args.mem_limit_mib,
                 static_scan=not args.no_static_scan,
-                jail=os.path.abspath(args.jail) if args.jail else None,
+                jail=jail_of(args),
                 gpu=args.gpu,
                 progress=args.progress,
                 gpu_lock=args.gpu_lock,
@@ -201,7 +245,7 @@ def main(argv: list[str]) -> int:
 
             opts = Options(
                 backend=args.backend,
-                jail=os.path.abspath(args.jail) if args.jail else None,
+                jail=jail_of(args),
                 gpu=args.gpu,
                 mem_limit_mib=args.mem_limit_mib,
                 disk_mib=args.disk_mib,
@@ -270,6 +314,9 @@ def main(argv: list[str]) -> int:
             except TaskFailed as e:
                 emit({"error": str(e)})
                 return 1
+    except UsageError as e:
+        sys.stderr.write(f"kforge_harness: {e}\n")
+        return 2
     except Exception as e:  # noqa: BLE001 - a harness failure: say so on stderr, exit 2
         import traceback
 

@@ -121,6 +121,8 @@ class Evaluation:
         self.opts = launch.opts
         self.t0 = launch.t0
         self.v = Verdict(launch.opts.backend)
+        # false only under --no-jail (a development switch): the code ran as the judge's user
+        self.v.r["env"]["jailed"] = bool(launch.opts.jail)
         # each output's slack from a near miss's float64 reference (compare.conditioned), which
         # the timed outputs' check keeps
         self._slack: list[float] = []
