@@ -31,6 +31,8 @@ static struct kind kind_of(enum kf_see see) {
         return (struct kind){"see_evaluation", KF_ACCESS_OWNER, KF_E_EVALUATION_NOT_FOUND};
     case KF_SEE_EPISODE:
         return (struct kind){"see_episode", KF_ACCESS_RESULTS, KF_E_EPISODE_NOT_FOUND};
+    case KF_SEE_EPISODE_OWNER:
+        return (struct kind){"see_episode", KF_ACCESS_OWNER, KF_E_EPISODE_NOT_FOUND};
     case KF_SEE_CANDIDATE:
         return (struct kind){"see_candidate", KF_ACCESS_SOURCES, KF_E_CANDIDATE_NOT_FOUND};
     case KF_SEE_NONE:

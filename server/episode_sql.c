@@ -45,6 +45,7 @@
     " json_build_object('reward', e.final_reward, 'reward_version', e.reward_version,"             \
     " 'speedup_vs_eager', e.speedup_vs_eager, 'speedup_vs_compile', e.speedup_vs_compile,"         \
     " 'device', e.device, 'verdict', e.final_verdict) END,"                                        \
+    " 'publish', e.publish,"                                                                       \
     " 'created_at', " E_CREATED ", 'started_at', " E_STARTED ", 'finished_at', " E_FINISHED
 
 #define TURN_VIEW                                                                                  \
@@ -122,6 +123,8 @@ static const struct kf_stmt stmts[] = {
      " COALESCE((SELECT json_agg(" TURN_VIEW " ORDER BY t.idx) FROM turns t"
      " WHERE t.episode_id = e.id AND ($2::int IS NULL OR t.idx > $2::int)), '[]'::json)::text"
      " END FROM episodes e WHERE e.id = $1::uuid"},
+    /* what its owner publishes of episode $1 (POST /v1/episodes/{id}/publish) */
+    {"ep_publish", "UPDATE episodes SET publish = $2::text WHERE id = $1::uuid RETURNING id"},
     {"ep_candidate_get",
      "SELECT json_build_object('id', c.id, 'task_id', c.task_id, 'format', c.format,"
      " 'sha256', c.sha256, 'files', c.files, 'created_at', " C_CREATED ")::text"

@@ -3,6 +3,7 @@
 #include "routes.h"
 #include "candidate_get.h"
 #include "episode_get.h"
+#include "episode_publish_post.h"
 #include "evaluation_get.h"
 #include "evaluations_post.h"
 #include "export_get.h"
@@ -32,6 +33,8 @@ static const struct kf_route routes[] = {
     {"POST", "/v1/jobs/{id}/cancel", kf_job_cancel_post, KF_RT_WRITE, KF_SEE_JOB_OWNER},
     {"GET", "/v1/jobs/{id}/events", kf_job_events_get, KF_RT_READ, KF_SEE_JOB},
     {"GET", "/v1/episodes/{id}", kf_episode_get, KF_RT_READ, KF_SEE_EPISODE},
+    {"POST", "/v1/episodes/{id}/publish", kf_episode_publish_post, KF_RT_BODY | KF_RT_WRITE,
+     KF_SEE_EPISODE_OWNER},
     {"GET", "/v1/candidates/{id}", kf_candidate_get, KF_RT_READ, KF_SEE_CANDIDATE},
     {"GET", "/v1/candidates/{id}/download", kf_candidate_download_get, KF_RT_READ,
      KF_SEE_CANDIDATE},

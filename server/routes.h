@@ -19,12 +19,13 @@ enum {
  * (access.h) before the handler runs, and answers its not-found error when nothing. */
 enum kf_see {
     KF_SEE_NONE = 0,
-    KF_SEE_TASK,       /* its submitters; anyone, when an episode of it is published */
-    KF_SEE_JOB,        /* its owner; anyone, when its episode is published */
-    KF_SEE_JOB_OWNER,  /* its owner only (cancel) */
-    KF_SEE_EVALUATION, /* its owner only */
-    KF_SEE_EPISODE,    /* its owner; anyone, when published */
-    KF_SEE_CANDIDATE,  /* its owner; anyone, when its episode is published with sources */
+    KF_SEE_TASK,          /* its submitters; anyone, when an episode of it is published */
+    KF_SEE_JOB,           /* its owner; anyone, when its episode is published */
+    KF_SEE_JOB_OWNER,     /* its owner only (cancel) */
+    KF_SEE_EVALUATION,    /* its owner only */
+    KF_SEE_EPISODE,       /* its owner; anyone, when published */
+    KF_SEE_EPISODE_OWNER, /* its owner only (publish) */
+    KF_SEE_CANDIDATE,     /* its owner; anyone, when its episode is published with sources */
 };
 
 struct kf_route {

@@ -256,6 +256,74 @@ def test_optimize_publish_flag(stack: Stack, owners: dict[str, Api]) -> None:
     assert err["field"] == "publish"
 
 
+def test_owner_publishes_a_finished_episode_later(stack: Stack, owners: dict[str, Api]) -> None:
+    """POST /v1/episodes/{id}/publish: its owner raises and lowers what it publishes of an
+    episode that has already ended, and the leaderboard and anonymous reads follow; another
+    owner, an anonymous caller and the owner's read-only key change nothing (404, 401, 403);
+    a bad level is the registry's 400 and changes nothing either."""
+    suite = "publish-" + uuid.uuid4().hex[:8]
+    r = owners["alice"].post("/v1/tasks", {"source": unique_task("later"), "suite": suite, "backend": "cpu"})
+    assert r.status_code == 201, r.text
+    tid = r.json()["task"]["id"]
+    cand = add_candidate(stack, tid, {"kernels/k.cu": "// later\n"})
+    turns = [turn([call("write_file", {"path": "kernels/k.cu", "content": "// later"})])]
+    ep = add_episode(stack, tid, turns, owner=owner_of(stack, owners["alice"].key), best_candidate_id=cand)
+
+    def board(key: str | None = None) -> set[str]:
+        rows = stack.api.get(f"/v1/leaderboard?suite={suite}&per=entry", key=key).json()["rows"]
+        return {row["episode_id"] for row in rows}
+
+    def level() -> str:
+        return stack.psql(f"SELECT publish FROM episodes WHERE id = '{ep}'")
+
+    assert board(None) == set() and level() == "none"
+    anon = owners["bob"]
+    assert_error(anon.get(f"/v1/episodes/{ep}", key=None), "episode_not_found")
+    # nobody but its owner changes it, and none of them learns that it exists
+    assert_error(
+        owners["bob"].post(f"/v1/episodes/{ep}/publish", {"publish": "sources"}), "episode_not_found"
+    )
+    assert (
+        owners["bob"].post(f"/v1/episodes/{ep}/publish", {"publish": "sources"}, key=None).status_code == 401
+    )
+    assert owners["alice-read"].post(f"/v1/episodes/{ep}/publish", {"publish": "sources"}).status_code == 403
+    missing = str(uuid.uuid4())
+    assert_error(
+        owners["alice"].post(f"/v1/episodes/{missing}/publish", {"publish": "results"}), "episode_not_found"
+    )
+    for body, code, field in (
+        ({"publish": "everything"}, "invalid_field", "publish"),
+        ({"publish": 1}, "invalid_field", "publish"),
+        ({}, "missing_field", "publish"),
+        ({"publish": "results", "more": True}, "unknown_field", "more"),
+    ):
+        err = assert_error(owners["alice"].post(f"/v1/episodes/{ep}/publish", body), code)
+        assert err["field"] == field, (body, err)
+    assert level() == "none" and board(None) == set()
+    # results: on the leaderboard, read by anyone without turns or kernels
+    r = owners["alice"].post(f"/v1/episodes/{ep}/publish", {"publish": "results"})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["id"] == ep and got["publish"] == "results" and "turns" not in got, got
+    assert level() == "results" and board(None) == {ep} and board(owners["bob"].key) == {ep}
+    assert "turns" not in anon.get(f"/v1/episodes/{ep}", key=None).json()
+    assert_error(anon.get(f"/v1/candidates/{cand}", key=None), "candidate_not_found")
+    # sources: the turns and the kernel too
+    assert (
+        owners["alice"].post(f"/v1/episodes/{ep}/publish", {"publish": "sources"}).json()["publish"]
+        == "sources"
+    )
+    assert len(anon.get(f"/v1/episodes/{ep}", key=None).json()["turns"]) == 1
+    assert anon.get(f"/v1/candidates/{cand}", key=None).json()["files"] == {"kernels/k.cu": "// later\n"}
+    # and back to private: off the leaderboard, 404 to anyone else again (an admin key may too)
+    r = owners["admin"].post(f"/v1/episodes/{ep}/publish", {"publish": "none"})
+    assert r.status_code == 200 and r.json()["publish"] == "none", r.text
+    assert board(None) == set()
+    assert_error(anon.get(f"/v1/episodes/{ep}", key=None), "episode_not_found")
+    assert_error(anon.get(f"/v1/candidates/{cand}", key=None), "candidate_not_found")
+    assert owners["alice"].get(f"/v1/episodes/{ep}").json()["publish"] == "none"
+
+
 def test_key_admin_api(stack: Stack, owners: dict[str, Api]) -> None:
     owner = "dave-" + uuid.uuid4().hex[:6]
     made = new_key(stack, owner, ["read", "submit"], name="dave's laptop")

@@ -26,6 +26,7 @@ CONTRACT_ROUTES = {
     ("get", "/metrics"),
     ("post", "/v1/optimize"),
     ("get", "/v1/episodes/{}"),
+    ("post", "/v1/episodes/{}/publish"),
     ("get", "/v1/candidates/{}"),
     ("get", "/v1/candidates/{}/download"),
     ("get", "/v1/export"),
