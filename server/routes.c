@@ -17,6 +17,7 @@
 #include "leaderboard_get.h"
 #include "metrics_get.h"
 #include "optimize_post.h"
+#include "quota_routes.h"
 #include "readyz_get.h"
 #include "task_get.h"
 #include "tasks_get.h"
@@ -43,6 +44,8 @@ static const struct kf_route routes[] = {
     {"POST", "/v1/keys", kf_keys_post, KF_RT_BODY | KF_RT_WRITE | KF_RT_ADMIN, KF_SEE_NONE},
     {"GET", "/v1/keys", kf_keys_get, KF_RT_READ | KF_RT_ADMIN, KF_SEE_NONE},
     {"POST", "/v1/keys/{id}/revoke", kf_key_revoke_post, KF_RT_WRITE | KF_RT_ADMIN, KF_SEE_NONE},
+    {"GET", "/v1/quota", kf_quota_get, KF_RT_KEY, KF_SEE_NONE},
+    {"POST", "/v1/quota", kf_quota_post, KF_RT_BODY | KF_RT_WRITE | KF_RT_ADMIN, KF_SEE_NONE},
     {"GET", "/healthz", kf_healthz_get, 0, KF_SEE_NONE},
     {"GET", "/readyz", kf_readyz_get, 0, KF_SEE_NONE},
     {"GET", "/metrics", kf_metrics_get, 0, KF_SEE_NONE},

@@ -298,6 +298,20 @@ static const struct kf_stmt stmts[] = {
      "epoch FROM min(j.finished_at) + " DAY " - now()))::bigint FROM jobs j"
      " WHERE j.owner = $1::text AND j.finished_at >= now() - " DAY ")"
      " FROM (SELECT $1::text AS name) x LEFT JOIN owners o ON o.name = x.name"},
+    /* owner $1's quotas as the Quota object of GET /v1/quota ($2, $3: the settings) */
+    {"owner_quota_get",
+     "SELECT json_build_object('owner', o.name, 'active_jobs', json_build_object('own',"
+     " o.max_active_jobs, 'limit', COALESCE(o.max_active_jobs, $2::int), 'used', (SELECT count(*)"
+     " FROM jobs j WHERE j.owner = o.name AND j.status IN ('queued', 'running'))),"
+     " 'gpu_seconds_per_day', json_build_object('own', o.gpu_seconds_per_day, 'limit',"
+     " COALESCE(o.gpu_seconds_per_day, $3::float8), 'used', (SELECT COALESCE(sum(" JOB_GPU_S
+     "), 0) FROM jobs j WHERE j.owner = o.name AND (j.status = 'running' OR j.finished_at >= now()"
+     " - " DAY "))))::text FROM owners o WHERE o.name = $1::text"},
+    /* owner $1's own quotas: each changed when $2 / $4, to $3 / $5 (NULL: the setting's) */
+    {"owner_quota_set",
+     "UPDATE owners SET max_active_jobs = CASE WHEN $2::boolean THEN $3::int ELSE"
+     " max_active_jobs END, gpu_seconds_per_day = CASE WHEN $4::boolean THEN $5::float8 ELSE"
+     " gpu_seconds_per_day END WHERE name = $1::text RETURNING name"},
     /* one owner's writes one at a time (quota.c's kf_quota_write): a session lock */
     {"quota_lock", "SELECT pg_advisory_lock(hashtextextended('kforge-owner:' || $1::text, 0))"},
     {"quota_unlock", "SELECT pg_advisory_unlock(hashtextextended('kforge-owner:' || $1::text, 0))"},

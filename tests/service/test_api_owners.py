@@ -426,6 +426,85 @@ def test_quotas(stack: Stack) -> None:
     server.stop()
 
 
+def test_quota_api(stack: Stack) -> None:
+    """GET /v1/quota: a key reads its own owner's quotas and use (an admin key any owner's);
+    POST /v1/quota: an admin key sets an owner's own, which the next write obeys, and "default"
+    puts the server's setting back. Nobody else reads or sets them, bad bodies change nothing."""
+    server = stack.start_server(quota_active_jobs=2, quota_gpu_s_per_day=100)
+    owner, other = ("quota-api-" + uuid.uuid4().hex[:6] for _ in range(2))
+    api = Api(server.url, new_key(stack, owner)["secret"])
+    reader = Api(server.url, new_key(stack, owner, ["read"])["secret"])
+    them = Api(server.url, new_key(stack, other)["secret"])
+    admin = Api(server.url, stack.key)
+
+    def quota(who: Api = api, **q: str) -> dict[str, Any]:
+        r = who.get("/v1/quota" + (f"?owner={q['owner']}" if q else ""))
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    assert quota() == {
+        "owner": owner,
+        "active_jobs": {"own": None, "limit": 2, "used": 0},
+        "gpu_seconds_per_day": {"own": None, "limit": 100, "used": 0},
+    }
+    assert quota(reader) == quota() and quota(admin, owner=owner) == quota()
+    # nobody else learns whether the owner exists, nor its use
+    assert_error(them.get(f"/v1/quota?owner={owner}"), "owner_not_found")
+    assert_error(admin.get("/v1/quota?owner=nobody-" + uuid.uuid4().hex[:6]), "owner_not_found")
+    assert_error(api.get("/v1/quota?owner=-bad"), "invalid_query")
+    assert api.get("/v1/quota", key=None).status_code == 401
+
+    body = evaluation_body(unique_task("quota-api"), failing_files())
+    first = api.post("/v1/evaluations", body)  # the task's check job and the evaluation's
+    assert first.status_code == 202, first.text
+    assert quota()["active_jobs"]["used"] == 2
+    by_id = {
+        **{k: v for k, v in body.items() if k != "task"},
+        "task_id": first.json()["evaluation"]["task_id"],
+    }
+    assert_error(api.post("/v1/evaluations", by_id), "job_quota_exceeded")
+
+    # only an admin key sets a quota, and bad bodies change nothing
+    assert api.post("/v1/quota", {"owner": owner, "active_jobs": 10}).status_code == 403
+    for bad, code, field in (
+        ({"owner": owner, "active_jobs": -1}, "invalid_field", "active_jobs"),
+        ({"owner": owner, "active_jobs": 1.5}, "invalid_field", "active_jobs"),
+        ({"owner": owner, "gpu_seconds_per_day": "lots"}, "invalid_field", "gpu_seconds_per_day"),
+        ({"owner": owner, "active_jobs": None}, "invalid_field", "active_jobs"),
+        ({"active_jobs": 10}, "missing_field", "owner"),
+        ({"owner": owner, "jobs": 10}, "unknown_field", "jobs"),
+        ({"owner": "-bad", "active_jobs": 10}, "invalid_field", "owner"),
+        ({"owner": "nobody-" + uuid.uuid4().hex[:6], "active_jobs": 10}, "owner_not_found", "owner"),
+    ):
+        err = assert_error(admin.post("/v1/quota", bad), code)
+        assert err["field"] == field, (bad, err)
+    assert quota()["active_jobs"] == {"own": None, "limit": 2, "used": 2}
+
+    r = admin.post("/v1/quota", {"owner": owner, "active_jobs": 10})
+    assert r.status_code == 200, r.text
+    assert r.json()["active_jobs"] == {"own": 10, "limit": 10, "used": 2}
+    assert r.json()["gpu_seconds_per_day"]["own"] is None  # left out: unchanged
+    assert api.post("/v1/evaluations", by_id).status_code == 202
+    # GPU-seconds: a job of the last 24 h that held the GPU 150 s, over the setting's 100
+    stack.psql(
+        "INSERT INTO jobs (id, kind, class, backend, task_id, status, owner, claimed_at, finished_at, result)"
+        f" VALUES ('{uuid.uuid4()}', 'evaluate', 'cuda', 'cuda', '{by_id['task_id']}', 'succeeded', '{owner}',"
+        f" now() - interval '2 hours', now() - interval '1 hour', {lit({'gpu_lock_held_s': 150.0})})"
+    )
+    assert quota()["gpu_seconds_per_day"] == {"own": None, "limit": 100, "used": 150}
+    assert_error(api.post("/v1/evaluations", by_id), "gpu_quota_exceeded")
+    r = admin.post("/v1/quota", {"owner": owner, "gpu_seconds_per_day": 0})  # 0: no limit
+    assert r.json()["gpu_seconds_per_day"] == {"own": 0, "limit": 0, "used": 150}
+    assert api.post("/v1/evaluations", by_id).status_code == 202
+    # "default": the server's settings again
+    r = admin.post("/v1/quota", {"owner": owner, "active_jobs": "default", "gpu_seconds_per_day": "default"})
+    assert r.status_code == 200, r.text
+    assert r.json()["active_jobs"] == {"own": None, "limit": 2, "used": 4}, r.json()
+    assert r.json()["gpu_seconds_per_day"]["limit"] == 100
+    assert_error(api.post("/v1/evaluations", by_id), "job_quota_exceeded")
+    server.stop()
+
+
 def test_an_older_database_migrates(stack: Stack) -> None:
     """A database of migrations 0001-0003 with keys and a finished episode: 0004 gives each key
     an owner named after it (local's key the admin scope, the others submit), leaves the old
