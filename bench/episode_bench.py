@@ -1,4 +1,4 @@
-"""episode_bench.py: the agent loop's figures (issue 5), through the whole service.
+"""episode_bench.py: the agent loop's figures, through the whole service.
 
     python bench/episode_bench.py [--kforge build/kforge] [--backend cpu|cuda] [--turns 200]
                                   [--episodes 4] [--policy-delay 2] [--json FILE]

@@ -1,4 +1,4 @@
-"""Benchmarks of the harness (issue: foundation and harness). Prints a table; see README.md.
+"""Benchmarks of the harness. Prints a table; see README.md.
 
 1. Build latency: one-kernel candidate through the native path (nvcc/g++ -shared) against the
    same kernel through torch.utils.cpp_extension.load_inline, both from cold caches.

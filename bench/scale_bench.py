@@ -1,4 +1,4 @@
-"""scale_bench.py: one worker per GPU (issue 8). Throughput of one GPU against all of them, and
+"""scale_bench.py: one worker per GPU. Throughput of one GPU against all of them, and
 the cross-talk of timings between GPUs.
 
     python bench/scale_bench.py [--backend cuda|cpu] [--gpus 0,1] [--jobs N] [--budget S]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# service_bench.sh: the service's throughput and dispatch latency on this machine (issue 4).
+# service_bench.sh: the service's throughput and dispatch latency on this machine.
 #
 #   bash bench/service_bench.sh [--duration S] [--claims N] [--keep]
 #

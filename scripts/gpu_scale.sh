@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 on a host with two GPUs (device kind nvidia-h200-x2), from the bundle (make bundle;
+# Scale-out on a host with two GPUs (device kind nvidia-h200-x2), from the bundle (make bundle;
 # carry build/kforge-bundle.tar.gz): bench/scale_bench.py — the same batch of evaluations with
 # one worker on GPU 0, then with workers on GPUs 0 and 1 (each job done once, who did what), the
 # throughput ratio, and the cross-talk of timings (a candidate on GPU 0 alone, then while GPU 1

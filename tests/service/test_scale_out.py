@@ -3,7 +3,7 @@ with its own var directory and name, one PostgreSQL and one Redis) share a batch
 and expert episodes. One worker is killed with SIGKILL in the middle of a job. Every job ends
 once: one verdict per evaluation, one finished episode per optimize job whose turns are those
 of its last attempt, one `done` event each, and the stream empties. (The same on two GPUs of
-one host is issue 8's device run.)"""
+one host: bench/scale_bench.py, run on the device by scripts/gpu_scale.sh.)"""
 
 from __future__ import annotations
 

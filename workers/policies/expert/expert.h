@@ -1,4 +1,4 @@
-/* expert.h: the built-in `expert` policy (issue 6), which needs no LLM. It is a policy like any
+/* expert.h: the built-in `expert` policy, which needs no LLM. It is a policy like any
  * other: each call returns the next assistant message (OpenAI format, with tool calls), and it
  * learns only from what the tools return (it reads the judge's verdicts in structured form:
  * ep->last_verdict). It profiles the reference, plans kernels from the operator graph
