@@ -18,7 +18,7 @@ from servicekit import ROOT, Stack, assert_error
 EPISODE_KEYS = {
     "id", "job_id", "task_id", "task_name", "backend", "status", "end_reason", "end_detail", "policy",
     "limits", "attempt",
-    "n_turns", "tokens", "gpu_seconds", "env", "best_candidate_id", "result", "created_at",
+    "n_turns", "tokens", "gpu_seconds", "env", "best_candidate_id", "result", "publish", "created_at",
     "started_at", "finished_at",
 }  # fmt: skip
 TURN_KEYS = {
