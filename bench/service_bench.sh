@@ -34,7 +34,7 @@ for b in build/kforge build/kforge-server build/kforge-worker build/kforge-jail;
     [ -x "$b" ] || { echo "service_bench: $b is missing (make build)" >&2; exit 1; }
 done
 command -v wrk >/dev/null || { echo "service_bench: wrk is missing (make deps)" >&2; exit 1; }
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${KFORGE_PG_BIN:-$(pg_config --bindir)}
 PY=$ROOT/.venv/bin/python
 
 TMP=$(mktemp -d /tmp/kforge-bench.XXXXXX)

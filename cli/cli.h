@@ -27,7 +27,7 @@ int kfc_key_create(const char *url, const char *name, char key[64]);
 /* true when key is stored and not revoked. */
 bool kfc_key_active(const char *url, const char *key);
 
-/* PostgreSQL's binaries: KFORGE_PG_BIN, /usr/lib/postgresql/15/bin, or `pg_config --bindir`. */
+/* PostgreSQL's binaries: KFORGE_PG_BIN, else `pg_config --bindir`. */
 void kfc_pg_bindir(char *out, size_t n);
 
 /* Stops what var/ holds (down.c): workers (SIGTERM, they finish or hand back their job),

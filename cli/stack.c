@@ -320,10 +320,6 @@ void kfc_pg_bindir(char *out, size_t n) {
         snprintf(out, n, "%s", env);
         return;
     }
-    if (access("/usr/lib/postgresql/15/bin/pg_ctl", X_OK) == 0) {
-        snprintf(out, n, "/usr/lib/postgresql/15/bin");
-        return;
-    }
     out[0] = '\0';
     FILE *p = popen("pg_config --bindir 2>/dev/null", "r");
     if (p) {

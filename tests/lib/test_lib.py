@@ -24,7 +24,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KFORGE_BUILD", ROOT / "build")).resolve()
 LIB_TEST = BUILD / "lib-tests" / "lib_test"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# PostgreSQL's binaries, found as `kforge up` finds them (cli/stack.c)
+PG_BIN = Path(
+    os.environ.get("KFORGE_PG_BIN")
+    or subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
+)
 GEN_ERRORS = ROOT / "lib" / "gen_errors.sh"
 ERRORS_TSV = ROOT / "lib" / "errors.tsv"
 

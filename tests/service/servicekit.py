@@ -34,7 +34,11 @@ CLI = BUILD / "kforge"
 JAIL = BUILD / "kforge-jail"
 PYTHON = ROOT / ".venv" / "bin" / "python"
 HARNESS_DIR = ROOT / "workers" / "harness"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# PostgreSQL's binaries, found as `kforge up` finds them (cli/stack.c)
+PG_BIN = Path(
+    os.environ.get("KFORGE_PG_BIN")
+    or subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip()
+)
 EXAMPLES = ROOT / "examples"
 CASES = ROOT / "tests" / "harness" / "cases"
 

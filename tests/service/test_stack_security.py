@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servicekit import CLI, ROOT, wait_until
+from servicekit import CLI, PG_BIN, ROOT, wait_until
 
-PSQL = shutil.which("psql") or "/usr/lib/postgresql/15/bin/psql"
+PSQL = shutil.which("psql") or str(PG_BIN / "psql")
 
 
 class LocalStack:
