@@ -36,6 +36,11 @@ static const struct kf_cfg_def kf_cfg_defs[] = {
     {"public_reads", KF_CFG_BOOL, "true", 0, 0, "KFORGE_PUBLIC_READS", OFF(public_reads),
      "GETs of published objects (the leaderboard, published episodes) without an API key;"
      " private objects always need their owner's key"},
+    {"keep_alive", KF_CFG_BOOL, "false", 0, 0, "KFORGE_KEEP_ALIVE", OFF(keep_alive),
+     "whether one connection carries several requests; off (every response says Connection:"
+     " close), every request head passes the front door's check, so libmicrohttpd answers none"
+     " itself (its refusals are HTML without a request id); on is faster for clients that send"
+     " many small requests, and a malformed later head on a kept connection gets its answer"},
     {"quota_active_jobs", KF_CFG_INT, "256", 0, 1e9, "KFORGE_QUOTA_ACTIVE_JOBS",
      OFF(quota_active_jobs), "queued and running jobs per owner; 0 = no limit"},
     {"quota_gpu_s_per_day", KF_CFG_DOUBLE, "86400", 0, 1e12, "KFORGE_QUOTA_GPU_S_PER_DAY",

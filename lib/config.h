@@ -23,6 +23,7 @@ struct kf_config {
     long max_source_bytes;      /* KFORGE_MAX_SOURCE_BYTES: a task's source */
     long rate_limit;            /* KFORGE_RATE_LIMIT: writes per key per minute; 0 = none */
     bool public_reads;          /* KFORGE_PUBLIC_READS: GETs of published objects without a key */
+    bool keep_alive;            /* KFORGE_KEEP_ALIVE: several requests per connection */
     long quota_active_jobs;     /* KFORGE_QUOTA_ACTIVE_JOBS: queued + running per owner; 0 = none */
     double quota_gpu_s_per_day; /* KFORGE_QUOTA_GPU_S_PER_DAY: per owner, last 24 h; 0 = none */
     long wait_max_s;            /* KFORGE_WAIT_MAX_S: largest "wait" of POST /v1/evaluations */

@@ -131,6 +131,8 @@ static const char *reason_phrase(unsigned status) {
         return "Bad Request";
     case 408:
         return "Request Timeout";
+    case 411:
+        return "Length Required";
     case 413:
         return "Content Too Large";
     case 414:

@@ -186,6 +186,11 @@ enum kf_head_state kf_head_check(const char *buf, size_t n, const struct kf_head
             if (seen.transfer_encoding && seen.content_length)
                 return bad(out, KF_E_MALFORMED_REQUEST,
                            "the request has both Transfer-Encoding and Content-Length");
+            /* a chunked body's framing is parsed by libmicrohttpd alone, which answers a
+             * malformed one itself: bodies come with a Content-Length */
+            if (seen.transfer_encoding)
+                return bad(out, KF_E_LENGTH_REQUIRED,
+                           "a body must come with Content-Length (chunked bodies are not taken)");
             out->len = (size_t)(p + eol - buf);
             return KF_HEAD_OK;
         }

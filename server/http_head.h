@@ -39,7 +39,8 @@ struct kf_head_result {
  * 1.1 (505), a line over KF_HEAD_LINE_MAX (414), a head over max_head (431), a header line that
  * is folded, has no colon, a bad name or control characters (400), two Host or two
  * Content-Length headers, a Content-Length that is not digits (400) or passes max_body (413),
- * a Transfer-Encoding other than chunked, or one beside a Content-Length (400). */
+ * a Transfer-Encoding other than chunked, or one beside a Content-Length (400), and a chunked
+ * body at all (411: libmicrohttpd would parse its framing, and answer a bad one, itself). */
 enum kf_head_state kf_head_check(const char *buf, size_t n, const struct kf_head_limits *lim,
                                  struct kf_head_result *out);
 

@@ -15,6 +15,10 @@ enum MHD_Result kf_reply_queue(struct kf_req *r, unsigned status, struct MHD_Res
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, r->retry_after);
     if (r->allow[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    /* one request per connection unless keep_alive: the next head comes on a new connection,
+     * through the front door's check (conn_guard.h), never to libmicrohttpd's own parser */
+    if (!r->srv->cfg->keep_alive)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     r->status = status;
     r->replied = true;
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);

@@ -65,8 +65,9 @@ static void test_config_defaults(struct t *t) {
     CHECK(t, c.port == 8080 && c.threads == 8 && c.db_pool == 8, "%ld", c.port);
     CHECK(t, c.max_body_bytes == 4 << 20 && c.max_files == 64 && c.max_file_bytes == 1 << 20, "%ld",
           c.max_body_bytes);
-    CHECK(t, c.max_source_bytes == 256 << 10 && c.rate_limit == 600 && c.public_reads, "%ld",
-          c.max_source_bytes);
+    CHECK(t,
+          c.max_source_bytes == 256 << 10 && c.rate_limit == 600 && c.public_reads && !c.keep_alive,
+          "%ld", c.max_source_bytes);
     CHECK(t, c.quota_active_jobs == 256 && c.quota_gpu_s_per_day == 86400, "%ld %g",
           c.quota_active_jobs, c.quota_gpu_s_per_day);
     CHECK(t, c.wait_max_s == 120 && c.max_streams == 64 && c.gpu == -1, "%ld", c.wait_max_s);
@@ -90,7 +91,7 @@ static void test_config_defaults(struct t *t) {
 static void test_config_table(struct t *t) {
     size_t n = 0;
     const struct kf_cfg_def *d = kf_config_table(&n);
-    CHECK(t, n == 45, "%zu settings", n);
+    CHECK(t, n == 46, "%zu settings", n);
     size_t covered = 0;
     for (size_t i = 0; i < n; i++) {
         CHECK(t, d[i].env != NULL && strncmp(d[i].env, "KFORGE_", 7) == 0, "%s", d[i].name);

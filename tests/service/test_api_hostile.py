@@ -34,6 +34,9 @@ SETTINGS = {
     "max_streams_per_key": 2,
     "max_streams_anonymous": 2,
     "stream_max_s": 6,
+    # kept connections, to show the header deadline on a kept connection's next head (off by
+    # default: test_without_keep_alive_no_later_head_reaches_libmicrohttpd)
+    "keep_alive": True,
 }
 
 
@@ -246,6 +249,12 @@ def test_kept_alive_connection_dribbling_its_next_head_is_cut(hostile: Stack) ->
             b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
             "malformed_request",
         ),
+        # a chunked body whose framing is garbage: libmicrohttpd answered it itself
+        (
+            b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+            "length_required",
+        ),
     ],
     ids=[
         "content-length-overflow",
@@ -258,6 +267,7 @@ def test_kept_alive_connection_dribbling_its_next_head_is_cut(hostile: Stack) ->
         "folded",
         "two-hosts",
         "te-and-cl",
+        "chunked-garbage",
     ],
 )
 def test_heads_libmicrohttpd_would_refuse_get_json(hostile: Stack, head: bytes, name: str) -> None:
@@ -268,6 +278,41 @@ def test_heads_libmicrohttpd_would_refuse_get_json(hostile: Stack, head: bytes, 
     finally:
         s.close()
     _assert_json_error(raw, name)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\n folded: x\r\n\r\n",
+        b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n",
+        b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",  # even a good one: one request, one answer
+    ],
+    ids=["garbage", "two-hosts", "folded", "http2", "chunked-garbage", "good"],
+)
+def test_without_keep_alive_no_later_head_reaches_libmicrohttpd(hostile: Stack, second: bytes) -> None:
+    """With the default settings (keep_alive off) a connection carries one request: its answer
+    says Connection: close and the connection ends, so a second head sent behind the first
+    (pipelined, whatever it holds) is never parsed by libmicrohttpd, which would answer a bad
+    one with HTML and no request id. The client sends it again on a new connection, through
+    the door's check."""
+    server = hostile.start_server(keep_alive=False)
+    try:
+        host, port = server.url.split("//", 1)[1].rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + second)
+            raw = _read_all(s, 5)
+        finally:
+            s.close()
+        assert raw.count(b"HTTP/1.") == 1, raw[:600]
+        status, headers, body = _reply(raw)
+        assert status == 200 and headers.get("connection") == "close", raw[:600]
+        assert json.loads(body)["status"] == "ok" and b"<html" not in raw.lower()
+    finally:
+        server.stop()
 
 
 def test_client_request_id_is_kept_at_the_door(hostile: Stack) -> None:
@@ -290,8 +335,9 @@ def test_body_over_the_limit_is_json_413(hostile: Stack) -> None:
         for _ in range(limit // 8192 + 2):
             yield b" " * 8192
 
+    # streamed (chunked): refused before any of it is read (bodies come with Content-Length)
     r = hostile.api.post("/v1/tasks", data=chunks(), headers={"Content-Type": "application/json"})
-    assert_error(r, "body_too_large")
+    assert_error(r, "length_required")
 
 
 def _open_stream(stack: Stack, job_id: str, key: str | None) -> requests.Response:
