@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import graphcache
 import pytest
 from test_gemm_split_gpu import _load  # a module from its file
 
@@ -81,12 +82,7 @@ def plan_and_build(task: Path, tmp_path: Path, monkeypatch) -> tuple[dict, Path]
     from kforge_harness.build import build_native
     from kforge_harness.candidate import detect
 
-    env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu")
-    p = subprocess.run([sys.executable, "-m", "kforge_harness", "inspect", "--no-jail", "--task", str(task), "--backend", "cpu"],
-                       cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
-    graph = tmp_path / "graph.json"
-    graph.write_text(p.stdout.strip().splitlines()[-1])
+    graph = graphcache.graph_file(task, "cpu", tmp_path, "graph.json")
     cand = tmp_path / "cand"
     p = subprocess.run([str(PROBE), "cpu", str(graph), str(cand), "0"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

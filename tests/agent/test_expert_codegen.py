@@ -25,6 +25,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import graphcache
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -336,24 +337,9 @@ SMALL = {  # name: (forward body, y's shape): spellings the example tasks do not
 }
 
 
-# (task source, backend) -> the harness's graph JSON: inspect imports torch (seconds), and the
-# compile and the correctness tests of a task read the same graph
-GRAPHS: dict[tuple[str, str], str] = {}
-
-
 def graph_of(task: Path, tmp_path: Path, backend: str) -> Path:
-    key = (task.read_text(), backend)
-    if key not in GRAPHS:
-        env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND=backend)
-        p = subprocess.run(
-            [sys.executable, "-m", "kforge_harness", "inspect", "--no-jail", "--task", str(task), "--backend", backend],
-            cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stderr
-        GRAPHS[key] = p.stdout.strip().splitlines()[-1]
-    out = tmp_path / f"{task.stem}.{backend}.graph.json"
-    out.write_text(GRAPHS[key])
-    return out
+    """The harness's graph of the task (made once for every test process: tests/graphcache.py)."""
+    return graphcache.graph_file(task, backend, tmp_path)
 
 
 def generate(backend: str, graph: Path, *write: str) -> dict:

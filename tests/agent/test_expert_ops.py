@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import graphcache
 import pytest
 import torch
 import torch.nn.functional as F
@@ -311,15 +312,7 @@ BUILT_EVERYWHERE = [
 
 
 def graph_of(task: Path, tmp_path: Path) -> Path:
-    env = dict(os.environ, PYTHONPATH=str(HARNESS), KFORGE_BACKEND="cpu")
-    p = subprocess.run(
-        [sys.executable, "-m", "kforge_harness", "inspect", "--no-jail", "--task", str(task), "--backend", "cpu"],
-        cwd=str(HARNESS), env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    out = tmp_path / (task.stem + ".graph.json")
-    out.write_text(p.stdout.strip().splitlines()[-1])
-    return out
+    return graphcache.graph_file(task, "cpu", tmp_path, task.stem + ".graph.json")
 
 
 @pytest.fixture(scope="module")

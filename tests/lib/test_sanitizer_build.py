@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import graphcache
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,27 +73,8 @@ def test_the_planner_runs_clean_under_the_sanitizers(asan_build: Path, tmp_path:
     probe = asan_build / "agent-probes" / "expert_probe"
     paths = [ROOT / "examples" / "tasks" / f"{t}.py" for t in TASKS]
     paths += [ROOT / "bench" / "tasks_extra" / f"{t}.py" for t in EXTRA]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "workers" / "harness"), "KFORGE_BACKEND": backend}
     for task in paths:
-        graph = tmp_path / f"{task.stem}.json"
-        with graph.open("w") as f:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "kforge_harness",
-                    "inspect",
-                    "--no-jail",
-                    "--task",
-                    str(task),
-                    "--backend",
-                    backend,
-                ],
-                stdout=f,
-                check=True,
-                env=env,
-                timeout=300,
-            )
+        graph = graphcache.graph_file(task, backend, tmp_path, f"{task.stem}.json")
         for flags in ([], ["--free-graph"]):
             res = subprocess.run(
                 [str(probe), *flags, backend, str(graph), str(tmp_path / f"cand-{task.stem}")],
