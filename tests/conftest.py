@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harnessargs import unjailed
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "workers" / "harness"
@@ -65,20 +65,6 @@ def _log_verdict(args: tuple[str, ...], code: int, data: Any, stderr: str, wall_
         brief["stderr"] = stderr[-600:]
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(brief) + "\n")
-
-
-# the harness's commands that run user code: in the jail unless told --no-jail
-JAILED_COMMANDS = ("evaluate", "pool", "baseline", "check-task", "profile-reference", "inspect")
-
-
-def unjailed(args: Sequence[str]) -> list[str]:
-    """``args`` of a harness command line with --no-jail added where they name no jail: the
-    tests that are not about the jail run their code outside it, as they always did (the jail's
-    own tests, and those that compare verdicts in it and out of it, pass --jail)."""
-    args = list(args)
-    if args and args[0] in JAILED_COMMANDS and "--jail" not in args and "--no-jail" not in args:
-        args.insert(1, "--no-jail")
-    return args
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harnessargs import unjailed
 
 HERE = Path(__file__).resolve().parent
 HACKS = HERE / "hacks"
@@ -36,14 +37,7 @@ def run_cli(
     env["PYTHONPATH"] = str(HARNESS)
     env["KFORGE_CACHE"] = str(cache)
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kforge_harness",
-            args[0],
-            *([] if "--jail" in args else ["--no-jail"]),
-            *args[1:],
-        ],
+        [sys.executable, "-m", "kforge_harness", *unjailed(args)],
         cwd=str(HARNESS),
         env=env,
         capture_output=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harnessargs import unjailed
 from test_hacks import CAUGHT, FAST, HACKS, HARNESS, TASKS, brief, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +36,7 @@ class PoolProc:
                 sys.executable,
                 "-m",
                 "kforge_harness",
-                "pool",
-                "--sock",
-                str(sock),
-                "--backend",
-                "cpu",
-                *extra,
-                *([] if "--jail" in extra else ["--no-jail"]),
+                *unjailed(["pool", "--sock", str(sock), "--backend", "cpu", *extra]),
             ],  # fmt: skip
             cwd=str(HARNESS),
             env=env,
